@@ -1,0 +1,157 @@
+"""The scalar autodiff engine: micrograd's `Value`, with every edge's local derivative kept."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+from service.errors import DomainError
+
+
+def _finite(x: float, what: str) -> float:
+    # Python's float arithmetic saturates to inf where `**` and `math` raise; one check catches both.
+    if math.isinf(x):
+        raise DomainError("overflow", f"{what} overflows the range of a 64-bit float")
+    return x
+
+
+class Value:
+    """A scalar that remembers how it was computed, so gradients can flow back through it."""
+
+    __slots__ = ("_children", "_local_grads", "_op", "data", "exponent", "grad")
+
+    def __init__(
+        self,
+        data: float,
+        _children: tuple[Value, ...] = (),
+        _local_grads: tuple[float, ...] = (),
+        _op: str = "",
+    ) -> None:
+        self.data = float(data)  # the forward value
+        self.grad = 0.0  # d(root)/d(self), filled by backward()
+        self._children = _children  # operands in order; `a * a` keeps both edges
+        self._local_grads = _local_grads  # d(self)/d(child), one per edge, fixed in the forward pass
+        self._op = _op  # the primitive that produced this node, "" for a leaf
+        self.exponent: float | None = None  # the constant exponent of a `**` node
+
+    # -- primitives -------------------------------------------------------------------------
+
+    def __add__(self, other: Value | float) -> Value:
+        other = other if isinstance(other, Value) else Value(other)
+        out = _finite(self.data + other.data, "a sum")
+        return Value(out, (self, other), (1.0, 1.0), "+")
+
+    def __mul__(self, other: Value | float) -> Value:
+        other = other if isinstance(other, Value) else Value(other)
+        out = _finite(self.data * other.data, "a product")
+        return Value(out, (self, other), (other.data, self.data), "*")
+
+    def __pow__(self, exponent: float) -> Value:
+        if isinstance(exponent, Value):
+            raise TypeError("only constant exponents are supported: the exponent gets no gradient")
+        x, k = self.data, float(exponent)
+        if x == 0 and k < 0:
+            raise DomainError("division_by_zero", f"0 ** {_num(k)} divides by zero")
+        if x < 0 and not k.is_integer():
+            raise DomainError(
+                "complex_result",
+                f"a negative base ({_num(x)}) to a non-integer power ({_num(k)}) is not a real number",
+            )
+        if x == 0 and 0 < k < 1:
+            raise DomainError("non_finite", f"the derivative of x ** {_num(k)} is infinite at x = 0")
+        try:
+            out = x**k
+            local = k * x ** (k - 1) if k != 0 else 0.0
+        except OverflowError:
+            raise DomainError("overflow", f"{_num(x)} ** {_num(k)} overflows") from None
+        node = Value(_finite(out, "a power"), (self,), (_finite(local, "a derivative"),), "**")
+        node.exponent = k
+        return node
+
+    def exp(self) -> Value:
+        try:
+            out = math.exp(self.data)
+        except OverflowError:
+            raise DomainError("overflow", f"exp({_num(self.data)}) overflows") from None
+        return Value(out, (self,), (out,), "exp")
+
+    def log(self) -> Value:
+        x = self.data
+        if x <= 0:
+            raise DomainError("log_domain", f"log of a non-positive number ({_num(x)})")
+        return Value(math.log(x), (self,), (_finite(1.0 / x, "the derivative of log"),), "log")
+
+    def relu(self) -> Value:
+        x = self.data
+        # micrograd: data `0 if x < 0 else x`, local derivative `x > 0`, so 0 at x = 0.
+        return Value(0.0 if x < 0 else x, (self,), (1.0 if x > 0 else 0.0,), "relu")
+
+    def tanh(self) -> Value:
+        t = math.tanh(self.data)
+        return Value(t, (self,), (1.0 - t * t,), "tanh")
+
+    # -- derived, exactly as micrograd builds them from the primitives ----------------------
+
+    def __neg__(self) -> Value:  # -self
+        return self * -1
+
+    def __radd__(self, other: float) -> Value:  # other + self
+        return self + other
+
+    def __sub__(self, other: Value | float) -> Value:  # self - other
+        return self + (-other)
+
+    def __rsub__(self, other: float) -> Value:  # other - self
+        return other + (-self)
+
+    def __rmul__(self, other: float) -> Value:  # other * self
+        return self * other
+
+    def __truediv__(self, other: Value | float) -> Value:  # self / other
+        return self * other**-1
+
+    def __rtruediv__(self, other: float) -> Value:  # other / self
+        return other * self**-1
+
+    # -- reverse mode -----------------------------------------------------------------------
+
+    def topological_order(self) -> list[Value]:
+        """Every node below self, children before parents, in micrograd's depth-first order."""
+        order: list[Value] = []
+        visited: set[int] = {id(self)}
+        # An explicit stack of (node, next child index) replaces micrograd's recursion, so a
+        # chain of any depth works; visiting children left to right keeps micrograd's order.
+        stack: list[tuple[Value, Iterator[Value]]] = [(self, iter(self._children))]
+        while stack:
+            node, children = stack[-1]
+            for child in children:
+                if id(child) not in visited:
+                    visited.add(id(child))
+                    stack.append((child, iter(child._children)))
+                    break
+            else:
+                stack.pop()
+                order.append(node)
+        return order
+
+    def backward(self) -> list[Value]:
+        """Fill in d(self)/d(node) for every node below self; returns the order it used."""
+        # 1. topological order: a node is processed only once all its parents have sent to it
+        order = self.topological_order()
+        # 2. fresh gradients, so a second backward pass does not add to the first
+        for node in order:
+            node.grad = 0.0
+        self.grad = 1.0
+        # 3. chain rule, parents first: each edge adds local derivative x parent's gradient
+        for node in reversed(order):
+            for child, local in zip(node._children, node._local_grads, strict=True):
+                child.grad += local * node.grad
+        return order
+
+    def __repr__(self) -> str:
+        return f"Value(data={self.data!r}, grad={self.grad!r})"
+
+
+def _num(x: float) -> str:
+    """A number as a student would write it: 2 rather than 2.0."""
+    return str(int(x)) if x.is_integer() and abs(x) < 1e16 else repr(x)

@@ -1,0 +1,101 @@
+"""Every way an expression, its bindings or its evaluation can be refused, as typed exceptions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+Span = tuple[int, int]
+
+
+class AutogradError(Exception):
+    """A refusal a client can act on: a machine-readable `kind` and a sentence a student understands."""
+
+    kind: str = "error"
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "message": self.message}
+
+
+class ExpressionError(AutogradError):
+    """The text is not an expression of our language; `span` is the `[start, end)` at fault."""
+
+    def __init__(self, kind: str, message: str, span: Span) -> None:
+        super().__init__(kind, message)
+        self.span = span
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**super().as_dict(), "span": list(self.span)}
+
+
+class LimitExceeded(ExpressionError):
+    """The expression is well formed but larger than this service is configured to take."""
+
+    def __init__(self, kind: str, message: str, span: Span, limit: str, maximum: float) -> None:
+        super().__init__(kind, message, span)
+        self.limit = limit
+        self.maximum = maximum
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**super().as_dict(), "limit": self.limit, "maximum": self.maximum}
+
+
+class BindingError(AutogradError):
+    """The bindings do not fit the expression: unbound or unknown names, or values that are not numbers."""
+
+    def __init__(self, kind: str, message: str, variables: list[str]) -> None:
+        super().__init__(kind, message)
+        self.variables = variables
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**super().as_dict(), "variables": list(self.variables)}
+
+
+class DomainError(AutogradError, ArithmeticError):
+    """A value or gradient that is not a finite real number.
+
+    The engine raises it without knowing where in the text it is; the evaluator then fills in the
+    graph `node` (None when a constant subexpression failed while folding) and the source `span`.
+    """
+
+    def __init__(
+        self, kind: str, message: str, node: int | None = None, span: Span | None = None
+    ) -> None:
+        super().__init__(kind, message)
+        self.node = node
+        self.span = span
+
+    def located(self, node: int | None, span: Span) -> DomainError:
+        return DomainError(self.kind, self.message, node, span)
+
+    def as_dict(self) -> dict[str, Any]:
+        located = {"node": self.node, "span": list(self.span) if self.span else None}
+        return {**super().as_dict(), **located}
+
+
+# Every kind, with the class that raises it: the HTTP layer maps each to a problem type and status.
+EXPRESSION_KINDS = (
+    "empty_expression",
+    "unexpected_token",
+    "unexpected_end",
+    "unbalanced_parenthesis",
+    "unknown_function",
+    "wrong_arity",
+    "variable_exponent",
+    "implicit_multiplication",
+    "invalid_character",
+    "unsupported_syntax",
+)
+LIMIT_KINDS = (
+    "expression_too_long",
+    "nesting_too_deep",
+    "too_many_nodes",
+    "identifier_too_long",
+    "constant_too_large",
+)
+BINDING_KINDS = ("unbound_variables", "unknown_variables", "invalid_binding", "too_many_bindings")
+DOMAIN_KINDS = ("log_domain", "division_by_zero", "complex_result", "overflow", "non_finite")
