@@ -8,11 +8,26 @@ from collections.abc import Iterator
 from service.errors import DomainError
 
 
-def _finite(x: float, what: str) -> float:
-    # Python's float arithmetic saturates to inf where `**` and `math` raise; one check catches both.
+def finite(x: float, what: str) -> float:
+    """`x`, unless it overflowed: Python's float arithmetic saturates to inf where `**` raises."""
     if math.isinf(x):
         raise DomainError("overflow", f"{what} overflows the range of a 64-bit float")
     return x
+
+
+def power(x: float, k: float) -> float:
+    """`x ** k` as a real number, or a `DomainError` saying why it is not one."""
+    if x == 0 and k < 0:
+        raise DomainError("division_by_zero", f"0 ** {format_number(k)} divides by zero")
+    if x < 0 and not k.is_integer():
+        raise DomainError(
+            "complex_result",
+            f"a negative base ({format_number(x)}) to a non-integer power ({format_number(k)}) is not a real number",
+        )
+    try:
+        return finite(x**k, "a power")
+    except OverflowError:
+        raise DomainError("overflow", f"{format_number(x)} ** {format_number(k)} overflows") from None
 
 
 class Value:
@@ -38,33 +53,24 @@ class Value:
 
     def __add__(self, other: Value | float) -> Value:
         other = other if isinstance(other, Value) else Value(other)
-        out = _finite(self.data + other.data, "a sum")
+        out = finite(self.data + other.data, "a sum")
         return Value(out, (self, other), (1.0, 1.0), "+")
 
     def __mul__(self, other: Value | float) -> Value:
         other = other if isinstance(other, Value) else Value(other)
-        out = _finite(self.data * other.data, "a product")
+        out = finite(self.data * other.data, "a product")
         return Value(out, (self, other), (other.data, self.data), "*")
 
     def __pow__(self, exponent: float) -> Value:
         if isinstance(exponent, Value):
             raise TypeError("only constant exponents are supported: the exponent gets no gradient")
         x, k = self.data, float(exponent)
-        if x == 0 and k < 0:
-            raise DomainError("division_by_zero", f"0 ** {_num(k)} divides by zero")
-        if x < 0 and not k.is_integer():
-            raise DomainError(
-                "complex_result",
-                f"a negative base ({_num(x)}) to a non-integer power ({_num(k)}) is not a real number",
-            )
+        out = power(x, k)
         if x == 0 and 0 < k < 1:
-            raise DomainError("non_finite", f"the derivative of x ** {_num(k)} is infinite at x = 0")
-        try:
-            out = x**k
-            local = k * x ** (k - 1) if k != 0 else 0.0
-        except OverflowError:
-            raise DomainError("overflow", f"{_num(x)} ** {_num(k)} overflows") from None
-        node = Value(_finite(out, "a power"), (self,), (_finite(local, "a derivative"),), "**")
+            raise DomainError("non_finite", f"the derivative of x ** {format_number(k)} is infinite at x = 0")
+        # micrograd's `k * x ** (k - 1)`, except that k = 0 has derivative 0 even at x = 0
+        local = k * power(x, k - 1) if k != 0 else 0.0
+        node = Value(out, (self,), (finite(local, "the derivative of a power"),), "**")
         node.exponent = k
         return node
 
@@ -72,14 +78,14 @@ class Value:
         try:
             out = math.exp(self.data)
         except OverflowError:
-            raise DomainError("overflow", f"exp({_num(self.data)}) overflows") from None
+            raise DomainError("overflow", f"exp({format_number(self.data)}) overflows") from None
         return Value(out, (self,), (out,), "exp")
 
     def log(self) -> Value:
         x = self.data
         if x <= 0:
-            raise DomainError("log_domain", f"log of a non-positive number ({_num(x)})")
-        return Value(math.log(x), (self,), (_finite(1.0 / x, "the derivative of log"),), "log")
+            raise DomainError("log_domain", f"log of a non-positive number ({format_number(x)})")
+        return Value(math.log(x), (self,), (finite(1.0 / x, "the derivative of log"),), "log")
 
     def relu(self) -> Value:
         x = self.data
@@ -152,6 +158,6 @@ class Value:
         return f"Value(data={self.data!r}, grad={self.grad!r})"
 
 
-def _num(x: float) -> str:
+def format_number(x: float) -> str:
     """A number as a student would write it: 2 rather than 2.0."""
     return str(int(x)) if x.is_integer() and abs(x) < 1e16 else repr(x)

@@ -11,12 +11,12 @@ import keyword
 import math
 import re
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from service.engine import Value
+from service.engine import Value, finite, format_number, power
 from service.errors import DomainError, ExpressionError, LimitExceeded, Span
 from service.limits import DEFAULT_LIMITS, Limits
 from service.operations import FUNCTIONS
@@ -85,11 +85,14 @@ class ParsedExpression:
                 stack.extend((arg, False) for arg in reversed(node.args))
         return order
 
-    def evaluate(self, env: dict[str, Value]) -> dict[Node, Value | float]:
+    def evaluate(
+        self, env: dict[str, Value], locate: Callable[[Node], int | None] | None = None
+    ) -> dict[Node, Value | float]:
         """Run the tree as Python would run the text, with `env` giving each variable's `Value`.
 
         Python's own operator dispatch (`2 - a` calls `a.__rsub__(2)`) builds exactly micrograd's
         graph. Returns every tree node's result: a `Value`, or a float for a folded constant.
+        A `DomainError` carries the failing operation's span, and its graph node from `locate`.
         """
         results: dict[Node, Value | float] = {}
         for node in self.postorder():
@@ -99,9 +102,9 @@ class ParsedExpression:
                 results[node] = node.value
             else:
                 try:
-                    results[node] = _apply(node, *(results[arg] for arg in node.args))
+                    results[node] = _apply(node.op, node.exponent, *(results[a] for a in node.args))
                 except DomainError as error:
-                    raise error.located(None, node.span) from None
+                    raise error.located(locate(node) if locate else None, node.span) from None
         return results
 
     @cached_property
@@ -112,9 +115,8 @@ class ParsedExpression:
         return symbolic.from_tree(self.postorder(), self.root)
 
 
-def _apply(node: Node, *operands: Value | float) -> Value | float:
+def _apply(op: str, exponent: float | None, *operands: Value | float) -> Value | float:
     """One operation on Values or plain numbers, with Python's semantics for both."""
-    op = node.op
     if op == "+":
         return operands[0] + operands[1]
     if op == "*":
@@ -126,8 +128,27 @@ def _apply(node: Node, *operands: Value | float) -> Value | float:
     if op == "neg":
         return -operands[0]
     if op == "**":
-        return operands[0] ** node.exponent
+        return operands[0] ** exponent
     return getattr(operands[0], op)()
+
+
+def _fold(op: str, exponent: float | None, *args: float) -> float:
+    """A constant operation computed as Python computes it on numbers, with the engine's checks."""
+    if op == "**":
+        assert exponent is not None
+        return power(args[0], exponent)
+    if op == "/":
+        if args[1] == 0:
+            raise DomainError("division_by_zero", f"{format_number(args[0])} / 0 divides by zero")
+        return finite(args[0] / args[1], "a quotient")
+    if op == "-":
+        return finite(args[0] - args[1], "a difference")
+    if op == "neg":
+        return -args[0]
+    # The primitives compute on numbers exactly as Python does; the engine adds its checks.
+    result = _apply(op, exponent, *(Value(arg) for arg in args))
+    assert isinstance(result, Value)
+    return result.data
 
 
 # -- tokens ---------------------------------------------------------------------------------
@@ -267,7 +288,7 @@ _PRIMITIVE_NODES = {
 class _Pending:
     """An entry of the operator stack: an operator waiting for operands, or an open bracket."""
 
-    __slots__ = ("arguments", "kind", "op", "power", "start", "token")
+    __slots__ = ("arguments", "kind", "op", "opening", "power", "start", "token")
 
     def __init__(self, kind: str, op: str, power: int, token: Token) -> None:
         self.kind = kind  # "binary", "prefix", "paren" or "call"
@@ -276,6 +297,7 @@ class _Pending:
         self.token = token
         self.start = token.start
         self.arguments = 0  # for calls: arguments completed so far
+        self.opening = token.span  # where the bracket opened, for "never closed"
 
 
 class _Parser:
@@ -286,11 +308,16 @@ class _Parser:
         self.pending: list[_Pending] = []
         self.variables: dict[str, None] = {}
         self.node_count = 0
+        self.skip_paren = False
 
     def parse(self) -> ParsedExpression:
         expect_operand = True
         previous: Token | None = None
         for token in _tokens(self.text, self.limits):
+            if self.skip_paren:
+                self.skip_paren = False
+                previous = token
+                continue
             if expect_operand:
                 expect_operand = self.operand_position(token, previous)
             else:
@@ -310,7 +337,8 @@ class _Parser:
             return False
         if token.kind == "name":
             self.name(token)
-            return token.text in self.calls_pending_marker
+            return True if self.pending and self.pending[-1].kind == "call" \
+                and self.pending[-1].token is token else False
         if token.kind == "(":
             self.push(_Pending("paren", "(", 0, token))
             return True
@@ -340,9 +368,6 @@ class _Parser:
             token.span,
         )
 
-    # Set by `name()` when the name opened a call, so the next token must start an argument.
-    calls_pending_marker: frozenset[str] = frozenset()
-
     def name(self, token: Token) -> None:
         # A name directly followed by '(' is a call; peek at the source to know which.
         after = _skip_space(self.text, token.end)
@@ -356,11 +381,11 @@ class _Parser:
                         and not keyword.iskeyword(token.text) else ""),
                     (token.start, after + 1),
                 )
-            self.calls_pending_marker = frozenset({token.text})
-            self.push(_Pending("call", token.text, 0, token))
-            self.skip_to = after + 1
+            call = _Pending("call", token.text, 0, token)
+            call.opening = (after, after + 1)
+            self.push(call)
+            self.skip_paren = True  # the '(' just seen belongs to the call
             return
-        self.calls_pending_marker = frozenset()
         if token.text not in self.variables:
             self.variables[token.text] = None
             self.node_count += 1
@@ -384,9 +409,7 @@ class _Parser:
                 if self.pending:
                     opener = self.pending[-1]
                     raise ExpressionError(
-                        "unbalanced_parenthesis", "this '(' is never closed",
-                        (opener.token.end - 1, opener.token.end) if opener.kind == "call"
-                        else opener.token.span,
+                        "unbalanced_parenthesis", "this '(' is never closed", opener.opening
                     )
                 return False
             if not self.pending:
@@ -408,10 +431,8 @@ class _Parser:
             if opener.kind == "call":
                 self.finish_call(opener, token)
             else:
-                inner = self.operands[-1]
                 # The span grows to take in the parentheses, so errors point at what was written.
-                if inner.kind != "variable":
-                    inner.span = (opener.start, token.end)
+                self.operands[-1].span = (opener.start, token.end)
             return False
         if token.kind in ("number", "name", "("):
             raise self.juxtaposition(token, previous)
@@ -475,8 +496,7 @@ class _Parser:
         if entry.kind == "prefix":
             operand = self.operands[-1]
             if entry.op == "pos":  # unary plus changes nothing and adds no node
-                operand.span = (entry.start, operand.span[1]) if operand.kind != "variable" \
-                    else operand.span
+                operand.span = (entry.start, operand.span[1])
                 return
             self.apply("neg", 1, (entry.start, operand.span[1]))
             return
@@ -531,12 +551,11 @@ class _Parser:
             ):
                 self.check_magnitude(math.inf, node.span, "this power")
         try:
-            value = _apply(node, *(Value(arg.value) for arg in node.args))
+            value = _fold(node.op, node.exponent, *(arg.value for arg in node.args))
         except DomainError as error:
             raise error.located(None, node.span) from None
-        assert isinstance(value, Value)
-        self.check_magnitude(value.data, node.span, "this constant")
-        return value.data
+        self.check_magnitude(value, node.span, "this constant")
+        return value
 
     def check_magnitude(self, value: float, span: Span, what: str) -> None:
         bound = self.limits.max_constant_magnitude

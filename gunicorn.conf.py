@@ -1,0 +1,95 @@
+"""Gunicorn settings for the service; every knob an operator turns is an environment variable."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from gunicorn.glogging import Logger
+
+
+def _cores() -> int:
+    # The CPUs this process may run on (a cpuset-limited container sees its own share).
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # platforms without sched_getaffinity
+        return os.cpu_count() or 1
+
+
+# All interfaces: inside a container the published port arrives on the container's own address.
+bind = f"0.0.0.0:{os.environ.get('PORT', '8000')}"
+
+# Evaluating and differentiating an expression is pure CPU work: more busy workers than cores only
+# take turns on the same CPUs, while one spare keeps a long request from queueing every short one
+# behind it. cores + 1 gives 3 on a 2-core machine; each worker costs tens of MB once it forks.
+workers = int(os.environ.get("AUTOGRAD_WORKERS", _cores() + 1))
+worker_class = "sync"  # CPU-bound requests gain nothing from threads under the GIL
+
+# Import the app (and sympy, the slowest import) once in the master; workers fork and share its
+# pages copy-on-write, start in milliseconds and are replaced just as fast.
+preload_app = True
+
+timeout = 30  # a worker silent this long is killed: every request is bounded well below it
+graceful_timeout = 20  # on SIGTERM, in-flight requests get this long to finish
+keepalive = 5  # seconds an idle keep-alive connection (e.g. from a proxy) is held open
+
+# Recycle each worker after this many requests, staggered so they do not all restart together:
+# whatever a worker's heap grows to (sympy caches, fragmentation) stays bounded.
+max_requests = 2000
+max_requests_jitter = 200
+
+# The heartbeat file lives in memory: on a container's overlay filesystem writes to it can stall.
+_SHARED_MEMORY = "/dev/shm"  # noqa: S108 - gunicorn makes its file there with mkstemp
+worker_tmp_dir = _SHARED_MEMORY if os.path.isdir(_SHARED_MEMORY) else None
+
+accesslog = "-"  # stdout, one JSON object per line
+errorlog = "-"  # stderr
+loglevel = os.environ.get("AUTOGRAD_LOG_LEVEL", "info").lower()
+
+
+class JsonAccessLogger(Logger):
+    """Writes each access-log line as a JSON object, so any field can hold any character safely."""
+
+    def access(self, resp: Any, req: Any, environ: dict[str, Any], request_time: timedelta) -> None:
+        if not self.access_log_enabled:
+            return
+        try:
+            self.access_log.info(json.dumps(_access_record(resp, req, environ, request_time)))
+        except Exception:
+            self.exception("could not write the access log line")
+
+
+def _header(headers: Any, name: str) -> str | None:
+    # Gunicorn hands headers over as (name, value) pairs; request names arrive upper-cased.
+    for key, value in headers or ():
+        if key.lower() == name:
+            return value
+    return None
+
+
+def _access_record(
+    resp: Any, req: Any, environ: dict[str, Any], request_time: timedelta
+) -> dict[str, Any]:
+    status = resp.status.split(None, 1)[0] if isinstance(resp.status, str) else resp.status
+    request_headers = getattr(req, "headers", None)
+    record = {
+        "time": datetime.now(UTC).isoformat(timespec="milliseconds"),
+        "method": environ.get("REQUEST_METHOD"),
+        "path": environ.get("PATH_INFO"),
+        "query": environ.get("QUERY_STRING") or None,
+        "status": int(status),
+        "duration_ms": round(request_time.total_seconds() * 1000, 3),
+        "bytes": getattr(resp, "sent", None),
+        # The app answers with the id it was given or made; the client's one is the fallback.
+        "request_id": _header(resp.headers, "x-request-id")
+        or _header(request_headers, "x-request-id"),
+        "remote_addr": environ.get("REMOTE_ADDR"),
+        "forwarded_for": _header(request_headers, "x-forwarded-for"),
+        "user_agent": environ.get("HTTP_USER_AGENT"),
+    }
+    return {key: value for key, value in record.items() if value is not None}
+
+
+logger_class = JsonAccessLogger

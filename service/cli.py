@@ -1,0 +1,51 @@
+"""Command line: `python -m service eval "(a + b) * c" a=2 b=-3 c=10` prints the document as JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from service.errors import AutogradError
+from service.evaluator import DEFAULT_GRANULARITY, GRANULARITIES, Evaluator
+
+
+def _binding(text: str) -> tuple[str, float]:
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"expected NAME=NUMBER, got {text!r}")
+    try:
+        return name.strip(), float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{name} must be bound to a number, got {value!r}") from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m service", description="Forward pass, gradients and backward schedule."
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    evaluate = commands.add_parser("eval", help="evaluate an expression and print the document")
+    evaluate.add_argument("expression", help='for example "(a + b) * c"')
+    evaluate.add_argument("bindings", nargs="*", type=_binding, metavar="NAME=NUMBER")
+    evaluate.add_argument("--granularity", choices=GRANULARITIES, default=DEFAULT_GRANULARITY)
+    evaluate.add_argument("--indent", type=int, default=2, help="JSON indent (0: one line)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        document = Evaluator().evaluate(args.expression, dict(args.bindings), args.granularity)
+    except AutogradError as error:
+        # The problem as JSON for scripts, and for people the text with the fault underlined.
+        print(json.dumps({"error": error.as_dict()}, indent=args.indent or None))
+        print(f"error ({error.kind}): {error.message}", file=sys.stderr)
+        span = getattr(error, "span", None)
+        if span:
+            start, end = span
+            print(f"  {args.expression}\n  {' ' * start}{'^' * max(1, end - start)}", file=sys.stderr)
+        return 2
+    print(json.dumps(document, indent=args.indent or None, allow_nan=False))
+    return 0

@@ -1,0 +1,398 @@
+"""Evaluate an expression with bindings into the JSON-ready document: graph, forward, backward.
+
+An expression is compiled once per granularity and kept in a bounded LRU cache: the syntax tree and
+the shape of its graph (ids, labels, spans, edges) do not depend on the bindings. Each evaluation
+then only builds the `Value` graph, runs backward and writes the numbers into that shape.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from service.engine import Value, format_number
+from service.errors import BindingError, DomainError
+from service.limits import DEFAULT_LIMITS, Limits
+from service.operations import BY_NAME
+from service.parser import Node, ParsedExpression, parse
+
+GRANULARITIES = ("operator", "primitive")
+DEFAULT_GRANULARITY = "operator"
+
+# Expansion of each derived operation by which operands are constants, as micrograd builds it:
+# `a - 2` becomes `a + -2` (Python negates the number), `2 / a` becomes `(a ** -1) * 2`.
+_EXPANSIONS = {
+    ("neg", "v"): "{0} * -1",
+    ("-", "vv"): "{0} + ({1} * -1)",
+    ("-", "vc"): "{0} + {neg1}",
+    ("-", "cv"): "({1} * -1) + {0}",
+    ("/", "vv"): "{0} * {1} ** -1",
+    ("/", "vc"): "{0} * {inv1}",
+    ("/", "cv"): "({1} ** -1) * {0}",
+}
+_OPERAND_TEXT = 40  # longer operands are shortened in an expansion, so it stays readable
+
+
+@dataclass(frozen=True, slots=True)
+class NodeShape:
+    """What a graph node is, whatever the bindings: the document's node minus its numbers."""
+
+    kind: str  # "variable", "constant" or "operation"
+    op: str | None
+    label: str
+    children: tuple[int, ...]
+    exponent: float | None
+    derived: bool
+    expansion: str | None
+    span: tuple[int, int]
+    source: Node  # the syntax-tree node this graph node was built for
+
+
+class Compiled:
+    """An expression compiled for one granularity: its tree and the shape of its graph."""
+
+    def __init__(self, parsed: ParsedExpression, granularity: str) -> None:
+        self.parsed = parsed
+        self.granularity = granularity
+        self.node_of: dict[Node, int] = {}
+        # Run once with every variable NaN: NaN flows through every operation without raising,
+        # so this traces the graph's shape without depending on any binding.
+        nan = {name: Value(math.nan) for name in parsed.variables}
+        root, results = self.build(nan)
+        order = root.topological_order()
+        sources = _primitive_sources(parsed, results) if granularity == "primitive" else \
+            _operator_sources(parsed, results, root)
+        position = {id(node): i for i, node in enumerate(order)}
+        self.shapes = tuple(
+            # A leaf the engine made for a number inside an operation is traced to the whole
+            # expression only if nothing closer claimed it.
+            self.shape(node, sources.get(id(node), parsed.root), position, nan)
+            for node in order
+        )
+        self.root = position[id(root)]
+        # Where each syntax-tree node's result sits in the graph, to name it in a domain error.
+        if granularity == "primitive":
+            self.node_of = {source: position[id(result)] for source, result in results.items()
+                            if isinstance(result, Value)}
+        else:
+            self.node_of = {source: position[key] for key, source in sources.items()}
+
+    def build(self, env: dict[str, Value]) -> tuple[Value, dict[Node, Value | float]]:
+        """The graph's root for these variable values, and every tree node's result.
+
+        A `DomainError` names the graph node of the operation that failed.
+        """
+        results = self.parsed.evaluate(env, locate=self.node_of.get)
+        if self.granularity == "primitive":
+            return _as_value(results[self.parsed.root]), results
+        return _operator_graph(self.parsed, results), results
+
+    def shape(
+        self, node: Value, source: Node, position: dict[int, int], env: dict[str, Value]
+    ) -> NodeShape:
+        children = tuple(position[id(child)] for child in node._children)
+        if not node._children:
+            if source.kind == "variable" and env.get(source.name) is node:
+                return NodeShape("variable", None, source.name, (), None, False, None,
+                                 source.span, source)
+            return NodeShape("constant", None, format_number(node.data), (), None, False, None,
+                             source.span, source)
+        op = node._op
+        derived = not BY_NAME[op].primitive
+        label = f"**{format_number(node.exponent)}" if op == "**" else (
+            "-" if op == "neg" else op)
+        expansion = _expansion(self.parsed.text, source) if derived else None
+        return NodeShape("operation", op, label, children, node.exponent, derived, expansion,
+                         source.span, source)
+
+
+def _as_value(result: Value | float) -> Value:
+    return result if isinstance(result, Value) else Value(result)
+
+
+def _primitive_sources(parsed: ParsedExpression, results: dict[Node, Value | float]) -> dict:
+    """Which syntax-tree node made each primitive node: `a - b` makes `b * -1`, `-1` and `+`."""
+    sources: dict[int, Node] = {}
+    root = results[parsed.root]
+    if not isinstance(root, Value):  # a constant expression: its one leaf
+        return {}
+    for source in parsed.postorder():
+        result = results[source]
+        if not isinstance(result, Value):
+            continue
+        constants = {arg.value: arg for arg in source.args if arg.is_constant}
+        stack = [result]
+        while stack:
+            node = stack.pop()
+            if id(node) in sources:
+                continue
+            # A constant leaf points at the number written, when it is that number.
+            sources[id(node)] = constants.get(node.data, source) if not node._children else source
+            stack.extend(node._children)
+    return sources
+
+
+def _operator_sources(
+    parsed: ParsedExpression, results: dict[Node, Value | float], root: Value
+) -> dict[int, Node]:
+    """Which syntax-tree node each operator-view node stands for, by walking both in step."""
+    sources: dict[int, Node] = {}
+    stack = [(root, parsed.root)]
+    while stack:
+        node, source = stack.pop()
+        seen = sources.get(id(node))
+        if seen is None:
+            sources[id(node)] = source
+            stack.extend(zip(node._children, source.args, strict=True))
+        elif source.span < seen.span:  # a variable is shown where it first appears
+            sources[id(node)] = source
+    return sources
+
+
+def _operator_graph(parsed: ParsedExpression, results: dict[Node, Value | float]) -> Value:
+    """One node per operator written, valued by micrograd's primitives underneath."""
+    nodes: dict[Node, Value] = {}
+    variables: dict[str, Value] = {}
+    for source in parsed.postorder():
+        result = results[source]
+        if source.kind == "variable":
+            node = variables.setdefault(source.name, result)  # one node per variable
+        elif source.kind == "constant":
+            node = Value(source.value)  # one leaf per occurrence, as written
+        else:
+            children = tuple(nodes[arg] for arg in source.args)
+            local_grads = _operator_local_grads(source, results)
+            node = Value(results[source].data, children, local_grads, source.op)
+            node.exponent = source.exponent
+        nodes[source] = node
+    return nodes[parsed.root]
+
+
+def _operator_local_grads(source: Node, results: dict[Node, Value | float]) -> tuple[float, ...]:
+    operation = BY_NAME[source.op]
+    if operation.local_grads is not None:  # derived: the composite derivative, from the table
+        operands = (results[arg] for arg in source.args)
+        return operation.local_grads(*(x.data if isinstance(x, Value) else x for x in operands))
+    result = results[source]
+    # A primitive is its own micrograd node; Python's reflected call (`2 * a` runs `a * 2`)
+    # put a constant left operand second, so put it back in the order written.
+    if len(source.args) == 2 and source.args[0].is_constant:
+        return result._local_grads[::-1]
+    return result._local_grads
+
+
+def _expansion(text: str, source: Node) -> str:
+    shape = "".join("c" if arg.is_constant else "v" for arg in source.args)
+    operands = [_operand_text(text, arg) for arg in source.args]
+    constants = {}
+    if shape == "vc":
+        c = source.args[1].value
+        constants = {"neg1": format_number(-c), "inv1": format_number(c**-1) if c else "inf"}
+    return _EXPANSIONS[source.op, shape].format(*operands, **constants)
+
+
+def _operand_text(text: str, arg: Node) -> str:
+    if arg.kind == "constant":
+        return format_number(arg.value)
+    written = " ".join(text[arg.span[0] : arg.span[1]].split())
+    if len(written) > _OPERAND_TEXT:
+        half = _OPERAND_TEXT // 2
+        written = f"{written[:half]}…{written[-half:]}"
+    atomic = arg.kind == "variable" or (written.startswith("(") and written.endswith(")"))
+    return written if atomic else f"({written})"
+
+
+class Evaluator:
+    """Parses, compiles and evaluates expressions under one set of limits, with a bounded cache."""
+
+    def __init__(self, limits: Limits = DEFAULT_LIMITS, cache_size: int = 256) -> None:
+        self.limits = limits
+        self.cache_size = cache_size
+        self._cache: OrderedDict[tuple[str, str], Compiled] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    def compile(self, expression: str, granularity: str = DEFAULT_GRANULARITY) -> Compiled:
+        """The compiled expression, from the LRU cache when it was seen recently."""
+        if granularity not in GRANULARITIES:
+            raise ValueError(f"granularity must be one of {GRANULARITIES}, not {granularity!r}")
+        key = (expression, granularity)
+        with self._lock:
+            compiled = self._cache.get(key)
+            if compiled is not None:
+                self._cache.move_to_end(key)
+                self.hits += 1
+                return compiled
+            self.misses += 1
+        compiled = Compiled(parse(expression, self.limits), granularity)
+        if self.cache_size > 0:
+            with self._lock:
+                self._cache[key] = compiled
+                while len(self._cache) > self.cache_size:
+                    self._cache.popitem(last=False)
+        return compiled
+
+    def cache_info(self) -> dict[str, int]:
+        with self._lock:
+            return {"max_entries": self.cache_size, "entries": len(self._cache),
+                    "hits": self.hits, "misses": self.misses}
+
+    def structure(self, expression: str, granularity: str = DEFAULT_GRANULARITY) -> dict[str, Any]:
+        """The graph without numbers, and the variables to bind: for laying out the graph."""
+        compiled = self.compile(expression, granularity)
+        nodes = [_shape_document(i, shape) for i, shape in enumerate(compiled.shapes)]
+        return {
+            "expression": expression,
+            "granularity": granularity,
+            "variables": list(compiled.parsed.variables),
+            "graph": {"root": compiled.root, "nodes": nodes},
+            "forward": list(range(len(nodes))),
+        }
+
+    def evaluate(
+        self,
+        expression: str,
+        bindings: Mapping[str, float],
+        granularity: str = DEFAULT_GRANULARITY,
+    ) -> dict[str, Any]:
+        """Value, gradients, graph, forward order and backward schedule for these bindings."""
+        compiled = self.compile(expression, granularity)
+        env = self.bind(compiled.parsed, bindings)
+        root, _ = compiled.build(env)
+        order = root.backward()
+        return _document(expression, compiled, order, env)
+
+    def bind(self, parsed: ParsedExpression, bindings: Mapping[str, float]) -> dict[str, Value]:
+        """A `Value` for every variable, or a `BindingError` naming what is wrong."""
+        if len(bindings) > self.limits.max_bindings:
+            raise BindingError(
+                "too_many_bindings",
+                f"{len(bindings)} bindings; at most {self.limits.max_bindings} are accepted",
+                [],
+            )
+        missing = [name for name in parsed.variables if name not in bindings]
+        unknown = sorted(name for name in bindings if name not in parsed.variables)
+        if missing:
+            also = f" (the bindings name {', '.join(unknown)}, which the expression does not use)" \
+                if unknown else ""
+            raise BindingError(
+                "unbound_variables", f"no value given for {', '.join(missing)}{also}", missing)
+        if unknown:
+            raise BindingError(
+                "unknown_variables",
+                f"{', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} not in the "
+                "expression; remove the binding or check the spelling",
+                unknown,
+            )
+        env = {}
+        for name in parsed.variables:
+            value = bindings[name]
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(
+                value
+            ):
+                raise BindingError(
+                    "invalid_binding", f"{name} must be bound to a finite number, not {value!r}",
+                    [name])
+            env[name] = Value(value)
+        return env
+
+
+def _shape_document(index: int, shape: NodeShape) -> dict[str, Any]:
+    return {
+        "id": index,
+        "kind": shape.kind,
+        "op": shape.op,
+        "label": shape.label,
+        "children": list(shape.children),
+        "exponent": shape.exponent,
+        "derived": shape.derived,
+        "expansion": shape.expansion,
+        "span": list(shape.span),
+    }
+
+
+def _document(
+    expression: str, compiled: Compiled, order: list[Value], env: dict[str, Value]
+) -> dict[str, Any]:
+    shapes = compiled.shapes
+    if len(order) != len(shapes):  # pragma: no cover - the shape is binding-independent
+        raise AssertionError("the graph changed shape between compilation and evaluation")
+    # Anything non-finite (an overflowing gradient) turns `poison` into NaN; finding which node
+    # is left for that rare case, so the common path costs one multiply per number.
+    poison = 0.0
+    nodes = []
+    for i, (node, shape) in enumerate(zip(order, shapes, strict=True)):
+        local_grads = list(node._local_grads)
+        poison += node.grad * 0.0 + sum(local_grads) * 0.0
+        nodes.append({
+            "id": i,
+            "kind": shape.kind,
+            "op": shape.op,
+            "label": shape.label,
+            "value": node.data,
+            "grad": node.grad,
+            "children": list(shape.children),
+            "local_grads": local_grads,
+            "exponent": shape.exponent,
+            "derived": shape.derived,
+            "expansion": shape.expansion,
+            "span": list(shape.span),
+        })
+    # The backward schedule narrates the engine's pass: same order, same sums, step by step.
+    running = [0.0] * len(order)
+    backward = []
+    for i in range(len(order) - 1, -1, -1):
+        grad = order[i].grad
+        sends = []
+        for child, local in zip(shapes[i].children, order[i]._local_grads, strict=True):
+            contribution = local * grad
+            running[child] += contribution
+            poison += contribution * 0.0 + running[child] * 0.0
+            sends.append({"to": child, "local_grad": local, "contribution": contribution,
+                          "grad_after": running[child]})
+        backward.append({"node": i, "grad": grad, "sends": sends})
+    if poison != 0.0:
+        raise _non_finite(nodes, shapes)
+    root = order[compiled.root]
+    return {
+        "expression": expression,
+        "granularity": compiled.granularity,
+        "value": root.data,
+        "gradients": {name: env[name].grad for name in compiled.parsed.variables},
+        "graph": {"root": compiled.root, "nodes": nodes},
+        "forward": list(range(len(order))),
+        "backward": backward,
+    }
+
+
+def _non_finite(nodes: list[dict[str, Any]], shapes: tuple[NodeShape, ...]) -> DomainError:
+    """The first node, from the root down, whose gradient or local derivative is not finite."""
+    for node in reversed(nodes):
+        numbers = [node["grad"], *node["local_grads"]]
+        numbers += [g * node["grad"] for g in node["local_grads"]]
+        if not all(math.isfinite(x) for x in numbers):
+            i = node["id"]
+            return DomainError(
+                "non_finite",
+                f"the gradient at '{shapes[i].label}' is not a finite number (it overflows)",
+                i,
+                shapes[i].span,
+            )
+    # Only a running sum overflowed: name the node it was summing into.
+    i = max(range(len(nodes)), key=lambda j: abs(nodes[j]["grad"]))
+    return DomainError("non_finite", "a gradient overflows the range of a 64-bit float", i,
+                       shapes[i].span)
+
+
+_default = Evaluator()
+
+
+def evaluate(
+    expression: str, bindings: Mapping[str, float], granularity: str = DEFAULT_GRANULARITY
+) -> dict[str, Any]:
+    """Evaluate with the default limits and a shared cache: see `Evaluator.evaluate`."""
+    return _default.evaluate(expression, bindings, granularity)

@@ -1,0 +1,65 @@
+"""The sympy form of a parsed expression, built from its syntax tree: the symbolic oracle."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import sympy
+
+if TYPE_CHECKING:
+    from service.parser import Node
+
+
+class relu(sympy.Function):  # noqa: N801 - named as the expression language writes it
+    """max(x, 0), whose derivative is Heaviside(x, 0): 0 at x = 0, as micrograd's relu."""
+
+    @classmethod
+    def eval(cls, x: sympy.Expr) -> sympy.Expr | None:
+        if x.is_number and x.is_real:
+            return sympy.Max(x, 0)
+        return None
+
+    def fdiff(self, argindex: int = 1) -> sympy.Expr:
+        return sympy.Heaviside(self.args[0], 0)
+
+    def _eval_rewrite_as_Piecewise(self, x: sympy.Expr, **kwargs: object) -> sympy.Expr:  # noqa: N802
+        return sympy.Piecewise((0, x < 0), (x, True))
+
+
+def number(value: float) -> sympy.Expr:
+    """An exact integer where the float is one, so `a * 2` stays `2*a`, not `2.0*a`."""
+    if value.is_integer() and abs(value) < 2**53:
+        return sympy.Integer(int(value))
+    return sympy.Float(value, 17)
+
+
+_FUNCTIONS = {"exp": sympy.exp, "log": sympy.log, "tanh": sympy.tanh, "relu": relu}
+
+
+def from_tree(postorder: list[Node], root: Node) -> sympy.Expr:
+    """Build the expression bottom-up, one tree node at a time (no recursion, no text)."""
+    built: dict[Node, sympy.Expr] = {}
+    for node in postorder:
+        if node.kind == "variable":
+            built[node] = sympy.Symbol(node.name, real=True)
+            continue
+        if node.kind == "constant":
+            built[node] = number(node.value)
+            continue
+        args = [built[arg] for arg in node.args]
+        if node.op == "+":
+            built[node] = args[0] + args[1]
+        elif node.op == "-":
+            built[node] = args[0] - args[1]
+        elif node.op == "*":
+            built[node] = args[0] * args[1]
+        elif node.op == "/":
+            built[node] = args[0] / args[1]
+        elif node.op == "neg":
+            built[node] = -args[0]
+        elif node.op == "**":
+            assert node.exponent is not None
+            built[node] = args[0] ** number(node.exponent)
+        else:
+            built[node] = _FUNCTIONS[node.op](args[0])
+    return built[root]
