@@ -1,4 +1,4 @@
-"""Command line: `python -m service eval "(a + b) * c" a=2 b=-3 c=10` prints the document as JSON."""
+"""Command line: `python -m service eval "(a + b) * c" a=2 b=-3 c=10` prints the document."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ def _binding(text: str) -> tuple[str, float]:
     try:
         return name.strip(), float(value)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{name} must be bound to a number, got {value!r}") from None
+        message = f"{name} must be bound to a number, got {value!r}"
+        raise argparse.ArgumentTypeError(message) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,7 +46,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         span = getattr(error, "span", None)
         if span:
             start, end = span
-            print(f"  {args.expression}\n  {' ' * start}{'^' * max(1, end - start)}", file=sys.stderr)
+            underline = " " * start + "^" * max(1, end - start)
+            print(f"  {args.expression}\n  {underline}", file=sys.stderr)
         return 2
     print(json.dumps(document, indent=args.indent or None, allow_nan=False))
     return 0

@@ -22,12 +22,14 @@ def power(x: float, k: float) -> float:
     if x < 0 and not k.is_integer():
         raise DomainError(
             "complex_result",
-            f"a negative base ({format_number(x)}) to a non-integer power ({format_number(k)}) is not a real number",
+            f"a negative base ({format_number(x)}) to a non-integer power ({format_number(k)}) "
+            "is not a real number",
         )
     try:
         return finite(x**k, "a power")
     except OverflowError:
-        raise DomainError("overflow", f"{format_number(x)} ** {format_number(k)} overflows") from None
+        message = f"{format_number(x)} ** {format_number(k)} overflows"
+        raise DomainError("overflow", message) from None
 
 
 class Value:
@@ -45,7 +47,7 @@ class Value:
         self.data = float(data)  # the forward value
         self.grad = 0.0  # d(root)/d(self), filled by backward()
         self._children = _children  # operands in order; `a * a` keeps both edges
-        self._local_grads = _local_grads  # d(self)/d(child), one per edge, fixed in the forward pass
+        self._local_grads = _local_grads  # d(self)/d(child) per edge, fixed going forward
         self._op = _op  # the primitive that produced this node, "" for a leaf
         self.exponent: float | None = None  # the constant exponent of a `**` node
 
@@ -67,7 +69,8 @@ class Value:
         x, k = self.data, float(exponent)
         out = power(x, k)
         if x == 0 and 0 < k < 1:
-            raise DomainError("non_finite", f"the derivative of x ** {format_number(k)} is infinite at x = 0")
+            message = f"the derivative of x ** {format_number(k)} is infinite at x = 0"
+            raise DomainError("non_finite", message)
         # micrograd's `k * x ** (k - 1)`, except that k = 0 has derivative 0 even at x = 0
         local = k * power(x, k - 1) if k != 0 else 0.0
         node = Value(out, (self,), (finite(local, "the derivative of a power"),), "**")

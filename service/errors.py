@@ -8,7 +8,7 @@ Span = tuple[int, int]
 
 
 class AutogradError(Exception):
-    """A refusal a client can act on: a machine-readable `kind` and a sentence a student understands."""
+    """A refusal a client can act on: a machine-readable `kind` and a sentence for a student."""
 
     kind: str = "error"
 
@@ -45,7 +45,7 @@ class LimitExceeded(ExpressionError):
 
 
 class BindingError(AutogradError):
-    """The bindings do not fit the expression: unbound or unknown names, or values that are not numbers."""
+    """The bindings do not fit the expression: unbound or unknown names, or non-numbers."""
 
     def __init__(self, kind: str, message: str, variables: list[str]) -> None:
         super().__init__(kind, message)

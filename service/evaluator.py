@@ -64,8 +64,11 @@ class Compiled:
         nan = {name: Value(math.nan) for name in parsed.variables}
         root, results = self.build(nan)
         order = root.topological_order()
-        sources = _primitive_sources(parsed, results) if granularity == "primitive" else \
-            _operator_sources(parsed, results, root)
+        sources = (
+            _primitive_sources(parsed, results)
+            if granularity == "primitive"
+            else _operator_sources(parsed, results, root)
+        )
         position = {id(node): i for i, node in enumerate(order)}
         self.shapes = tuple(
             # A leaf the engine made for a number inside an operation is traced to the whole
@@ -76,8 +79,11 @@ class Compiled:
         self.root = position[id(root)]
         # Where each syntax-tree node's result sits in the graph, to name it in a domain error.
         if granularity == "primitive":
-            self.node_of = {source: position[id(result)] for source, result in results.items()
-                            if isinstance(result, Value)}
+            self.node_of = {
+                source: position[id(result)]
+                for source, result in results.items()
+                if isinstance(result, Value)
+            }
         else:
             self.node_of = {source: position[key] for key, source in sources.items()}
 
@@ -97,17 +103,27 @@ class Compiled:
         children = tuple(position[id(child)] for child in node._children)
         if not node._children:
             if source.kind == "variable" and env.get(source.name) is node:
-                return NodeShape("variable", None, source.name, (), None, False, None,
-                                 source.span, source)
-            return NodeShape("constant", None, format_number(node.data), (), None, False, None,
-                             source.span, source)
+                return NodeShape(
+                    "variable", None, source.name, (), None, False, None, source.span, source
+                )
+            return NodeShape(
+                "constant",
+                None,
+                format_number(node.data),
+                (),
+                None,
+                False,
+                None,
+                source.span,
+                source,
+            )
         op = node._op
         derived = not BY_NAME[op].primitive
-        label = f"**{format_number(node.exponent)}" if op == "**" else (
-            "-" if op == "neg" else op)
+        label = f"**{format_number(node.exponent)}" if op == "**" else ("-" if op == "neg" else op)
         expansion = _expansion(self.parsed.text, source) if derived else None
-        return NodeShape("operation", op, label, children, node.exponent, derived, expansion,
-                         source.span, source)
+        return NodeShape(
+            "operation", op, label, children, node.exponent, derived, expansion, source.span, source
+        )
 
 
 def _as_value(result: Value | float) -> Value:
@@ -238,8 +254,12 @@ class Evaluator:
 
     def cache_info(self) -> dict[str, int]:
         with self._lock:
-            return {"max_entries": self.cache_size, "entries": len(self._cache),
-                    "hits": self.hits, "misses": self.misses}
+            return {
+                "max_entries": self.cache_size,
+                "entries": len(self._cache),
+                "hits": self.hits,
+                "misses": self.misses,
+            }
 
     def structure(self, expression: str, granularity: str = DEFAULT_GRANULARITY) -> dict[str, Any]:
         """The graph without numbers, and the variables to bind: for laying out the graph."""
@@ -277,10 +297,14 @@ class Evaluator:
         missing = [name for name in parsed.variables if name not in bindings]
         unknown = sorted(name for name in bindings if name not in parsed.variables)
         if missing:
-            also = f" (the bindings name {', '.join(unknown)}, which the expression does not use)" \
-                if unknown else ""
+            also = (
+                f" (the bindings name {', '.join(unknown)}, which the expression does not use)"
+                if unknown
+                else ""
+            )
             raise BindingError(
-                "unbound_variables", f"no value given for {', '.join(missing)}{also}", missing)
+                "unbound_variables", f"no value given for {', '.join(missing)}{also}", missing
+            )
         if unknown:
             raise BindingError(
                 "unknown_variables",
@@ -291,12 +315,16 @@ class Evaluator:
         env = {}
         for name in parsed.variables:
             value = bindings[name]
-            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(
-                value
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not math.isfinite(value)
             ):
                 raise BindingError(
-                    "invalid_binding", f"{name} must be bound to a finite number, not {value!r}",
-                    [name])
+                    "invalid_binding",
+                    f"{name} must be bound to a finite number, not {value!r}",
+                    [name],
+                )
             env[name] = Value(value)
         return env
 
@@ -328,20 +356,22 @@ def _document(
     for i, (node, shape) in enumerate(zip(order, shapes, strict=True)):
         local_grads = list(node._local_grads)
         poison += node.grad * 0.0 + sum(local_grads) * 0.0
-        nodes.append({
-            "id": i,
-            "kind": shape.kind,
-            "op": shape.op,
-            "label": shape.label,
-            "value": node.data,
-            "grad": node.grad,
-            "children": list(shape.children),
-            "local_grads": local_grads,
-            "exponent": shape.exponent,
-            "derived": shape.derived,
-            "expansion": shape.expansion,
-            "span": list(shape.span),
-        })
+        nodes.append(
+            {
+                "id": i,
+                "kind": shape.kind,
+                "op": shape.op,
+                "label": shape.label,
+                "value": node.data,
+                "grad": node.grad,
+                "children": list(shape.children),
+                "local_grads": local_grads,
+                "exponent": shape.exponent,
+                "derived": shape.derived,
+                "expansion": shape.expansion,
+                "span": list(shape.span),
+            }
+        )
     # The backward schedule narrates the engine's pass: same order, same sums, step by step.
     running = [0.0] * len(order)
     backward = []
@@ -352,8 +382,14 @@ def _document(
             contribution = local * grad
             running[child] += contribution
             poison += contribution * 0.0 + running[child] * 0.0
-            sends.append({"to": child, "local_grad": local, "contribution": contribution,
-                          "grad_after": running[child]})
+            sends.append(
+                {
+                    "to": child,
+                    "local_grad": local,
+                    "contribution": contribution,
+                    "grad_after": running[child],
+                }
+            )
         backward.append({"node": i, "grad": grad, "sends": sends})
     if poison != 0.0:
         raise _non_finite(nodes, shapes)
@@ -384,8 +420,9 @@ def _non_finite(nodes: list[dict[str, Any]], shapes: tuple[NodeShape, ...]) -> D
             )
     # Only a running sum overflowed: name the node it was summing into.
     i = max(range(len(nodes)), key=lambda j: abs(nodes[j]["grad"]))
-    return DomainError("non_finite", "a gradient overflows the range of a 64-bit float", i,
-                       shapes[i].span)
+    return DomainError(
+        "non_finite", "a gradient overflows the range of a 64-bit float", i, shapes[i].span
+    )
 
 
 _default = Evaluator()

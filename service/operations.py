@@ -34,9 +34,7 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("log", "log(a)", 1, True, "d log(a)/da = 1 / a  (natural log, a > 0)"),
     Operation("relu", "relu(a)", 1, True, "d relu(a)/da = 1 if a > 0 else 0  (0 at a = 0)"),
     Operation("tanh", "tanh(a)", 1, True, "d tanh(a)/da = 1 - tanh(a) ** 2"),
-    Operation(
-        "neg", "-a", 1, False, "d(-a)/da = -1", "a * -1", lambda a: (-1.0,)
-    ),
+    Operation("neg", "-a", 1, False, "d(-a)/da = -1", "a * -1", lambda a: (-1.0,)),
     Operation(
         "-",
         "a - b",

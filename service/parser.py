@@ -109,7 +109,7 @@ class ParsedExpression:
 
     @cached_property
     def sympy(self) -> sympy.Expr:
-        """The same expression in sympy, built from the tree (never from text): the oracle's form."""
+        """The same expression in sympy, built from the tree (never from text)."""
         from service import symbolic
 
         return symbolic.from_tree(self.postorder(), self.root)
@@ -216,7 +216,7 @@ def _tokens(text: str, limits: Limits) -> Iterator[Token]:
         if kind == "name" and end - pos > limits.max_identifier_length:
             raise LimitExceeded(
                 "identifier_too_long",
-                f"the name starting '{text[pos:pos + 16]}' is {end - pos} characters long; "
+                f"the name starting '{text[pos : pos + 16]}' is {end - pos} characters long; "
                 f"names have at most {limits.max_identifier_length}",
                 (pos, end),
                 "max_identifier_length",
@@ -227,8 +227,12 @@ def _tokens(text: str, limits: Limits) -> Iterator[Token]:
                 "unsupported_syntax", "floor division // is not supported; use /", (pos, pos + 2)
             )
         if kind != "space":
-            yield Token("op" if kind == "op" else (match.group() if kind == "paren" else kind),
-                        match.group(), pos, end)
+            yield Token(
+                "op" if kind == "op" else (match.group() if kind == "paren" else kind),
+                match.group(),
+                pos,
+                end,
+            )
         pos = end
     yield Token("end", "", length, length)
 
@@ -245,7 +249,9 @@ def _bad_character(text: str, pos: int) -> ExpressionError:
         ascii_twin = _LOOKALIKES.get(char, "")
     if char.isdigit() or char.isalpha():
         hint = f"; did you mean '{ascii_twin}'?" if ascii_twin.isascii() and ascii_twin else ""
-        message = f"'{char}' ({described}) is not allowed: expressions use ASCII letters and digits{hint}"
+        message = (
+            f"'{char}' ({described}) is not allowed: expressions use ASCII letters and digits{hint}"
+        )
     elif not char.isprintable() or char.isspace():
         message = f"the invisible character {described or code} is not allowed in an expression"
     else:
@@ -337,8 +343,8 @@ class _Parser:
             return False
         if token.kind == "name":
             self.name(token)
-            return True if self.pending and self.pending[-1].kind == "call" \
-                and self.pending[-1].token is token else False
+            opened_call = self.pending and self.pending[-1].token is token
+            return bool(opened_call)
         if token.kind == "(":
             self.push(_Pending("paren", "(", 0, token))
             return True
@@ -354,12 +360,11 @@ class _Parser:
                 token.span,
             )
         if token.kind == ")" and previous is not None and previous.kind == "(":
-            raise ExpressionError("unexpected_token", "empty parentheses: '()'",
-                                  (previous.start, token.end))
-        if token.kind == ")" and not any(p.kind in ("paren", "call") for p in self.pending):
             raise ExpressionError(
-                "unbalanced_parenthesis", "')' has no matching '('", token.span
+                "unexpected_token", "empty parentheses: '()'", (previous.start, token.end)
             )
+        if token.kind == ")" and not any(p.kind in ("paren", "call") for p in self.pending):
+            raise ExpressionError("unbalanced_parenthesis", "')' has no matching '('", token.span)
         after = f" after '{previous.text}'" if previous is not None else " at the start"
         raise ExpressionError(
             "unexpected_token",
@@ -376,9 +381,12 @@ class _Parser:
                 raise ExpressionError(
                     "unknown_function",
                     f"'{token.text}' is not a supported function; the functions are "
-                    f"{', '.join(FUNCTIONS)}" + (
-                        f" (to multiply, write {token.text}*(...))" if token.text.isidentifier()
-                        and not keyword.iskeyword(token.text) else ""),
+                    f"{', '.join(FUNCTIONS)}"
+                    + (
+                        f" (to multiply, write {token.text}*(...))"
+                        if token.text.isidentifier() and not keyword.iskeyword(token.text)
+                        else ""
+                    ),
                     (token.start, after + 1),
                 )
             call = _Pending("call", token.text, 0, token)
@@ -396,8 +404,13 @@ class _Parser:
         if token.kind == "op":
             power, op = _BINARY[token.text]
             right = op in _RIGHT_ASSOCIATIVE
-            while self.pending and self.pending[-1].kind in ("binary", "prefix") and (
-                self.pending[-1].power > power or (self.pending[-1].power == power and not right)
+            while (
+                self.pending
+                and self.pending[-1].kind in ("binary", "prefix")
+                and (
+                    self.pending[-1].power > power
+                    or (self.pending[-1].power == power and not right)
+                )
             ):
                 self.reduce()
             self.push(_Pending("binary", op, power, token))
@@ -415,16 +428,21 @@ class _Parser:
             if not self.pending:
                 if token.kind == ",":
                     raise ExpressionError(
-                        "unexpected_token", "',' separates arguments, but there is no call here",
-                        token.span)
-                raise ExpressionError("unbalanced_parenthesis", "')' has no matching '('",
-                                      token.span)
+                        "unexpected_token",
+                        "',' separates arguments, but there is no call here",
+                        token.span,
+                    )
+                raise ExpressionError(
+                    "unbalanced_parenthesis", "')' has no matching '('", token.span
+                )
             opener = self.pending[-1]
             if token.kind == ",":
                 if opener.kind != "call":
                     raise ExpressionError(
-                        "unexpected_token", "',' separates arguments, but there is no call here",
-                        token.span)
+                        "unexpected_token",
+                        "',' separates arguments, but there is no call here",
+                        token.span,
+                    )
                 opener.arguments += 1
                 return True
             self.pending.pop()
@@ -437,19 +455,26 @@ class _Parser:
         if token.kind in ("number", "name", "("):
             raise self.juxtaposition(token, previous)
         raise ExpressionError(  # pragma: no cover - every token kind is handled above
-            "unexpected_token", f"unexpected '{token.text}'", token.span)
+            "unexpected_token", f"unexpected '{token.text}'", token.span
+        )
 
     def juxtaposition(self, token: Token, previous: Token | None) -> ExpressionError:
         assert previous is not None
         left, right = previous.text, token.text
-        if previous.kind == "number" and token.kind == "name" and previous.end == token.start:
-            if token.text[0] in "eE" and "e" not in left.lower():
-                return ExpressionError(
-                    "implicit_multiplication",
-                    f"'{left}{right}' is not a number: an exponent needs digits, like {left}e3; "
-                    f"to multiply, write {left}*{right}",
-                    (previous.start, token.end),
-                )
+        touching = previous.end == token.start
+        if (
+            previous.kind == "number"
+            and token.kind == "name"
+            and touching
+            and token.text[0] in "eE"
+            and "e" not in left.lower()
+        ):
+            return ExpressionError(
+                "implicit_multiplication",
+                f"'{left}{right}' is not a number: an exponent needs digits, like {left}e3; "
+                f"to multiply, write {left}*{right}",
+                (previous.start, token.end),
+            )
         if previous.kind == "number" and token.kind in ("name", "("):
             return ExpressionError(
                 "implicit_multiplication",

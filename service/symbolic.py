@@ -10,7 +10,7 @@ if TYPE_CHECKING:
     from service.parser import Node
 
 
-class relu(sympy.Function):  # noqa: N801 - named as the expression language writes it
+class relu(sympy.Function):  # named as the language writes it
     """max(x, 0), whose derivative is Heaviside(x, 0): 0 at x = 0, as micrograd's relu."""
 
     @classmethod
@@ -22,7 +22,7 @@ class relu(sympy.Function):  # noqa: N801 - named as the expression language wri
     def fdiff(self, argindex: int = 1) -> sympy.Expr:
         return sympy.Heaviside(self.args[0], 0)
 
-    def _eval_rewrite_as_Piecewise(self, x: sympy.Expr, **kwargs: object) -> sympy.Expr:  # noqa: N802
+    def _eval_rewrite_as_Piecewise(self, x: sympy.Expr, **kwargs: object) -> sympy.Expr:
         return sympy.Piecewise((0, x < 0), (x, True))
 
 
