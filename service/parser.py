@@ -74,6 +74,10 @@ class ParsedExpression:
 
     def postorder(self) -> list[Node]:
         """Every tree node, operands before the operation that uses them, left to right."""
+        return self._postorder
+
+    @cached_property
+    def _postorder(self) -> list[Node]:
         order: list[Node] = []
         stack: list[tuple[Node, bool]] = [(self.root, False)]
         while stack:
@@ -360,6 +364,11 @@ class _Parser:
                 token.span,
             )
         if token.kind == ")" and previous is not None and previous.kind == "(":
+            opener = self.pending[-1]
+            if opener.kind == "call":
+                span = (opener.start, token.end)
+                message = f"{opener.op}() takes exactly one argument (0 given)"
+                raise ExpressionError("wrong_arity", message, span)
             raise ExpressionError(
                 "unexpected_token", "empty parentheses: '()'", (previous.start, token.end)
             )
@@ -383,7 +392,7 @@ class _Parser:
                     f"'{token.text}' is not a supported function; the functions are "
                     f"{', '.join(FUNCTIONS)}"
                     + (
-                        f" (to multiply, write {token.text}*(...))"
+                        f" (if {token.text} is a variable, write {token.text}*(...) to multiply)"
                         if token.text.isidentifier() and not keyword.iskeyword(token.text)
                         else ""
                     ),
@@ -459,38 +468,48 @@ class _Parser:
         )
 
     def juxtaposition(self, token: Token, previous: Token | None) -> ExpressionError:
+        """Two operands with no operator between them: say what was probably meant."""
         assert previous is not None
         left, right = previous.text, token.text
+        span = (previous.start, token.end)
         touching = previous.end == token.start
-        if (
-            previous.kind == "number"
-            and token.kind == "name"
-            and touching
-            and token.text[0] in "eE"
-            and "e" not in left.lower()
-        ):
+        if previous.kind == "number" and touching:
+            if token.kind == "number":  # `1.5.2`
+                return ExpressionError("unexpected_token", f"'{left}{right}' is not a number", span)
+            if left == "0" and right[0] in "xXoObB":
+                return ExpressionError(
+                    "unsupported_syntax", "hexadecimal, octal and binary numbers are not supported",
+                    span)
+            if right[0] == "_":
+                return ExpressionError(
+                    "unsupported_syntax", "digit separators (_) are not supported in numbers", span)
+            if right[0] in "eE" and "e" not in left.lower():
+                return ExpressionError(
+                    "implicit_multiplication",
+                    f"'{left}{right}' is not a number: an exponent needs digits, like {left}e3; "
+                    f"to multiply, write {left}*{right}",
+                    span,
+                )
+        if previous.kind == "name" and keyword.iskeyword(left):
             return ExpressionError(
-                "implicit_multiplication",
-                f"'{left}{right}' is not a number: an exponent needs digits, like {left}e3; "
-                f"to multiply, write {left}*{right}",
-                (previous.start, token.end),
+                "unsupported_syntax",
+                f"Python's '{left}' is not part of the expression language",
+                span,
             )
-        if previous.kind == "number" and token.kind in ("name", "("):
+        if token.kind == "(":
+            right = "(...)"
+        if previous.kind == "number":
             return ExpressionError(
                 "implicit_multiplication",
                 f"implicit multiplication is not supported: write {left}*{right}",
-                (previous.start, token.end),
+                span,
             )
-        if previous.kind in (")", "name") and token.kind in ("number", "name", "("):
-            return ExpressionError(
-                "implicit_multiplication",
-                f"two operands side by side: write {left}*{right} to multiply",
-                (previous.start, token.end),
-            )
+        if previous.kind == ")":
+            left = "(...)"
         return ExpressionError(
-            "unexpected_token",
-            f"unexpected '{right}' after '{left}': expected an operator, ')' or the end",
-            token.span,
+            "implicit_multiplication",
+            f"two operands side by side: write {left}*{right} to multiply",
+            span,
         )
 
     def finish_call(self, opener: _Pending, closer: Token) -> None:
