@@ -76,6 +76,7 @@ class Compiled:
             self.shape(node, sources.get(id(node), parsed.root), position, nan)
             for node in order
         )
+        self.templates = tuple(_template(i, shape) for i, shape in enumerate(self.shapes))
         self.root = position[id(root)]
         # Where each syntax-tree node's result sits in the graph, to name it in a domain error.
         if granularity == "primitive":
@@ -264,7 +265,7 @@ class Evaluator:
     def structure(self, expression: str, granularity: str = DEFAULT_GRANULARITY) -> dict[str, Any]:
         """The graph without numbers, and the variables to bind: for laying out the graph."""
         compiled = self.compile(expression, granularity)
-        nodes = [_shape_document(i, shape) for i, shape in enumerate(compiled.shapes)]
+        nodes = [_shape_document(template) for template in compiled.templates]
         return {
             "expression": expression,
             "granularity": granularity,
@@ -329,13 +330,20 @@ class Evaluator:
         return env
 
 
-def _shape_document(index: int, shape: NodeShape) -> dict[str, Any]:
+_NUMBERS = ("value", "grad", "local_grads")
+
+
+def _template(index: int, shape: NodeShape) -> dict[str, Any]:
+    """A node's document with its numbers left blank, in the order the fields are shown."""
     return {
         "id": index,
         "kind": shape.kind,
         "op": shape.op,
         "label": shape.label,
+        "value": None,
+        "grad": None,
         "children": list(shape.children),
+        "local_grads": None,
         "exponent": shape.exponent,
         "derived": shape.derived,
         "expansion": shape.expansion,
@@ -343,42 +351,36 @@ def _shape_document(index: int, shape: NodeShape) -> dict[str, Any]:
     }
 
 
+def _shape_document(template: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in template.items() if key not in _NUMBERS}
+
+
 def _document(
     expression: str, compiled: Compiled, order: list[Value], env: dict[str, Value]
 ) -> dict[str, Any]:
-    shapes = compiled.shapes
-    if len(order) != len(shapes):  # pragma: no cover - the shape is binding-independent
+    templates = compiled.templates
+    if len(order) != len(templates):  # pragma: no cover - the shape is binding-independent
         raise AssertionError("the graph changed shape between compilation and evaluation")
-    # Anything non-finite (an overflowing gradient) turns `poison` into NaN; finding which node
-    # is left for that rare case, so the common path costs one multiply per number.
-    poison = 0.0
+    # Copying a node's template and filling in three numbers is the cheapest way to a fresh
+    # document; the lists inside (children, span) are shared between documents and never mutated.
     nodes = []
-    for i, (node, shape) in enumerate(zip(order, shapes, strict=True)):
-        local_grads = list(node._local_grads)
-        poison += node.grad * 0.0 + sum(local_grads) * 0.0
-        nodes.append(
-            {
-                "id": i,
-                "kind": shape.kind,
-                "op": shape.op,
-                "label": shape.label,
-                "value": node.data,
-                "grad": node.grad,
-                "children": list(shape.children),
-                "local_grads": local_grads,
-                "exponent": shape.exponent,
-                "derived": shape.derived,
-                "expansion": shape.expansion,
-                "span": list(shape.span),
-            }
-        )
+    for template, node in zip(templates, order, strict=True):
+        document = template.copy()
+        document["value"] = node.data
+        document["grad"] = node.grad
+        document["local_grads"] = list(node._local_grads)
+        nodes.append(document)
+    # Anything non-finite (an overflowing gradient) turns `poison` into NaN; every gradient and
+    # local derivative passes through a send, so checking the sends checks them all, and finding
+    # the culprit is left for that rare case.
+    poison = 0.0
     # The backward schedule narrates the engine's pass: same order, same sums, step by step.
     running = [0.0] * len(order)
     backward = []
     for i in range(len(order) - 1, -1, -1):
         grad = order[i].grad
         sends = []
-        for child, local in zip(shapes[i].children, order[i]._local_grads, strict=True):
+        for child, local in zip(templates[i]["children"], order[i]._local_grads, strict=True):
             contribution = local * grad
             running[child] += contribution
             poison += contribution * 0.0 + running[child] * 0.0
@@ -392,7 +394,7 @@ def _document(
             )
         backward.append({"node": i, "grad": grad, "sends": sends})
     if poison != 0.0:
-        raise _non_finite(nodes, shapes)
+        raise _non_finite(nodes, compiled.shapes)
     root = order[compiled.root]
     return {
         "expression": expression,
