@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 PORT ?= 8000
 export PORT
 
-.PHONY: serve test lint openapi test-docker fuzz load bench clean
+.PHONY: serve test lint openapi test-docker lock fuzz load bench clean
 
 # The virtual environment is rebuilt whenever the project's declared dependencies change.
 $(BIN)/python:
@@ -26,6 +26,26 @@ test: $(VENV)/.installed
 lint: $(VENV)/.installed
 	$(BIN)/ruff check service tests bench
 	$(BIN)/ruff format --check service tests bench
+
+# openapi.yaml is generated from the code; tests/test_openapi.py fails when it is out of date.
+openapi: $(VENV)/.installed
+	$(BIN)/python -m service.api.spec openapi.yaml
+
+# Build the image, start it (alone and as three replicas behind nginx), smoke-test, tear down.
+test-docker:
+	PYTHON=$(PYTHON) bash scripts/test-docker.sh
+
+# requirements.lock: the exact runtime dependencies the image installs, resolved in a fresh venv.
+lock:
+	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	$(PYTHON) -m venv "$$tmp/venv"; \
+	"$$tmp/venv/bin/pip" install --quiet --no-cache-dir .; \
+	{ echo '# The exact runtime dependencies of autograd-service, installed into the container image.'; \
+	  echo '# Generated from pyproject.toml; do not edit by hand. Regenerate with `make lock`, which installs'; \
+	  echo '# the project into a fresh virtual environment and writes down what `pip freeze` reports there.'; \
+	  "$$tmp/venv/bin/pip" freeze --exclude autograd-service; } > "$$tmp/requirements.lock"; \
+	mv "$$tmp/requirements.lock" requirements.lock
+	@echo "requirements.lock: $$(grep -vc '^#' requirements.lock) pinned packages"
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis *.egg-info

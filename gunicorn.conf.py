@@ -1,4 +1,4 @@
-"""Gunicorn settings for the service; every knob an operator turns is an environment variable."""
+"""Gunicorn settings, tuned by PORT, AUTOGRAD_WORKERS, AUTOGRAD_LOG_LEVEL and GUNICORN_CMD_ARGS."""
 
 from __future__ import annotations
 
@@ -24,16 +24,18 @@ bind = f"0.0.0.0:{os.environ.get('PORT', '8000')}"
 # Evaluating and differentiating an expression is pure CPU work: more busy workers than cores only
 # take turns on the same CPUs, while one spare keeps a long request from queueing every short one
 # behind it. cores + 1 gives 3 on a 2-core machine; each worker costs tens of MB once it forks.
-workers = int(os.environ.get("AUTOGRAD_WORKERS", _cores() + 1))
+workers = int(os.environ.get("AUTOGRAD_WORKERS") or _cores() + 1)  # unset or empty: the default
 worker_class = "sync"  # CPU-bound requests gain nothing from threads under the GIL
 
 # Import the app (and sympy, the slowest import) once in the master; workers fork and share its
 # pages copy-on-write, start in milliseconds and are replaced just as fast.
 preload_app = True
 
-timeout = 30  # a worker silent this long is killed: every request is bounded well below it
+timeout = 30  # a worker silent this long is killed and replaced: no request holds one forever
 graceful_timeout = 20  # on SIGTERM, in-flight requests get this long to finish
-keepalive = 5  # seconds an idle keep-alive connection (e.g. from a proxy) is held open
+# Seconds an idle keep-alive connection is held. Sync workers close after every response (a proxy
+# in front keeps the client connections); this applies once GUNICORN_CMD_ARGS picks another class.
+keepalive = 5
 
 # Recycle each worker after this many requests, staggered so they do not all restart together:
 # whatever a worker's heap grows to (sympy caches, fragmentation) stays bounded.
@@ -44,9 +46,13 @@ max_requests_jitter = 200
 _SHARED_MEMORY = "/dev/shm"  # noqa: S108 - gunicorn makes its file there with mkstemp
 worker_tmp_dir = _SHARED_MEMORY if os.path.isdir(_SHARED_MEMORY) else None
 
+# No runtime control socket: the container's own signals stop and restart the server, and the
+# unprivileged user has no home directory to put the socket in. Older gunicorns ignore the name.
+control_socket_disable = True
+
 accesslog = "-"  # stdout, one JSON object per line
 errorlog = "-"  # stderr
-loglevel = os.environ.get("AUTOGRAD_LOG_LEVEL", "info").lower()
+loglevel = (os.environ.get("AUTOGRAD_LOG_LEVEL") or "info").lower()
 
 
 class JsonAccessLogger(Logger):
