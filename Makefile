@@ -47,5 +47,17 @@ lock:
 	mv "$$tmp/requirements.lock" requirements.lock
 	@echo "requirements.lock: $$(grep -vc '^#' requirements.lock) pinned packages"
 
+# Longer fuzzing than `make test` runs: the parser and the API in-process with FUZZ_EXAMPLES
+# examples per test, then schemathesis against a live gunicorn on loopback.
+FUZZ_EXAMPLES ?= 2000
+fuzz: $(VENV)/.installed
+	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest tests/test_fuzz.py -q
+	$(BIN)/python loadtest/fuzz.py --examples $(FUZZ_EXAMPLES)
+
+# Gunicorn on loopback under 16 clients for LOAD_DURATION seconds (default 35), one worker
+# SIGKILLed halfway; prints the report and fails on unexpected errors or growing memory.
+load: $(VENV)/.installed
+	$(BIN)/python loadtest/run.py
+
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis *.egg-info

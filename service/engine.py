@@ -117,7 +117,9 @@ class Value:
         return self * other
 
     def __truediv__(self, other: Value | float) -> Value:  # self / other
-        return self * other**-1
+        # micrograd's `self * other**-1`; for a plain number the checked power raises a
+        # DomainError where Python's `0 ** -1` would raise ZeroDivisionError
+        return self * (other**-1 if isinstance(other, Value) else power(float(other), -1.0))
 
     def __rtruediv__(self, other: float) -> Value:  # other / self
         return other * self**-1

@@ -11,7 +11,6 @@ import math
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from service.engine import Value, format_number
@@ -37,21 +36,6 @@ _EXPANSIONS = {
 _OPERAND_TEXT = 40  # longer operands are shortened in an expansion, so it stays readable
 
 
-@dataclass(frozen=True, slots=True)
-class NodeShape:
-    """What a graph node is, whatever the bindings: the document's node minus its numbers."""
-
-    kind: str  # "variable", "constant" or "operation"
-    op: str | None
-    label: str
-    children: tuple[int, ...]
-    exponent: float | None
-    derived: bool
-    expansion: str | None
-    span: tuple[int, int]
-    source: Node  # the syntax-tree node this graph node was built for
-
-
 class Compiled:
     """An expression compiled for one granularity: its tree and the shape of its graph."""
 
@@ -70,13 +54,13 @@ class Compiled:
             else _operator_sources(parsed, results, root)
         )
         position = {id(node): i for i, node in enumerate(order)}
-        self.shapes = tuple(
-            # A leaf the engine made for a number inside an operation is traced to the whole
-            # expression only if nothing closer claimed it.
-            self.shape(node, sources.get(id(node), parsed.root), position, nan)
-            for node in order
+        # Each node's document with its numbers left blank: evaluating copies it and fills them in.
+        # A leaf the engine made for a number inside an operation is traced to the whole
+        # expression only if nothing closer claimed it.
+        self.templates = tuple(
+            self.template(i, node, sources.get(id(node), parsed.root), position, nan)
+            for i, node in enumerate(order)
         )
-        self.templates = tuple(_template(i, shape) for i, shape in enumerate(self.shapes))
         self.root = position[id(root)]
         # Where each syntax-tree node's result sits in the graph, to name it in a domain error.
         if granularity == "primitive":
@@ -98,33 +82,35 @@ class Compiled:
             return _as_value(results[self.parsed.root]), results
         return _operator_graph(self.parsed, results), results
 
-    def shape(
-        self, node: Value, source: Node, position: dict[int, int], env: dict[str, Value]
-    ) -> NodeShape:
-        children = tuple(position[id(child)] for child in node._children)
-        if not node._children:
-            if source.kind == "variable" and env.get(source.name) is node:
-                return NodeShape(
-                    "variable", None, source.name, (), None, False, None, source.span, source
-                )
-            return NodeShape(
-                "constant",
-                None,
-                format_number(node.data),
-                (),
-                None,
-                False,
-                None,
-                source.span,
-                source,
+    def template(
+        self, index: int, node: Value, source: Node, position: dict[int, int], env: dict
+    ) -> dict[str, Any]:
+        """What a graph node is, whatever the bindings: its document with the numbers blank."""
+        op, exponent, expansion = node._op or None, node.exponent, None
+        if op is None:
+            variable = source.kind == "variable" and env.get(source.name) is node
+            kind, label = (
+                ("variable", source.name) if variable else ("constant", format_number(node.data))
             )
-        op = node._op
-        derived = not BY_NAME[op].primitive
-        label = f"**{format_number(node.exponent)}" if op == "**" else ("-" if op == "neg" else op)
-        expansion = _expansion(self.parsed.text, source) if derived else None
-        return NodeShape(
-            "operation", op, label, children, node.exponent, derived, expansion, source.span, source
-        )
+        else:
+            kind = "operation"
+            label = f"**{format_number(exponent)}" if op == "**" else ("-" if op == "neg" else op)
+            if not BY_NAME[op].primitive:
+                expansion = _expansion(self.parsed.text, source)
+        return {
+            "id": index,
+            "kind": kind,
+            "op": op,
+            "label": label,
+            "value": None,
+            "grad": None,
+            "children": [position[id(child)] for child in node._children],
+            "local_grads": None,
+            "exponent": exponent,
+            "derived": expansion is not None,
+            "expansion": expansion,
+            "span": list(source.span),
+        }
 
 
 def _as_value(result: Value | float) -> Value:
@@ -226,10 +212,17 @@ def _operand_text(text: str, arg: Node) -> str:
 class Evaluator:
     """Parses, compiles and evaluates expressions under one set of limits, with a bounded cache."""
 
-    def __init__(self, limits: Limits = DEFAULT_LIMITS, cache_size: int = 256) -> None:
+    def __init__(
+        self, limits: Limits = DEFAULT_LIMITS, cache_size: int = 256, cache_nodes: int = 60_000
+    ) -> None:
         self.limits = limits
+        # A compiled expression holds about a kilobyte per graph node, so the cache is bounded by
+        # entries and by their nodes together: a few pasted 20,000-node expressions must not pin
+        # hundreds of megabytes in every worker.
         self.cache_size = cache_size
+        self.cache_nodes = cache_nodes
         self._cache: OrderedDict[tuple[str, str], Compiled] = OrderedDict()
+        self._cached_nodes = 0
         self._lock = threading.Lock()
         self.hits = self.misses = 0
 
@@ -246,18 +239,24 @@ class Evaluator:
                 return compiled
             self.misses += 1
         compiled = Compiled(parse(expression, self.limits), granularity)
-        if self.cache_size > 0:
+        size = len(compiled.templates)
+        if self.cache_size > 0 and size <= self.cache_nodes:
             with self._lock:
-                self._cache[key] = compiled
-                while len(self._cache) > self.cache_size:
-                    self._cache.popitem(last=False)
+                if key not in self._cache:
+                    self._cache[key] = compiled
+                    self._cached_nodes += size
+                while len(self._cache) > self.cache_size or self._cached_nodes > self.cache_nodes:
+                    _, evicted = self._cache.popitem(last=False)
+                    self._cached_nodes -= len(evicted.templates)
         return compiled
 
     def cache_info(self) -> dict[str, int]:
         with self._lock:
             return {
                 "max_entries": self.cache_size,
+                "max_nodes": self.cache_nodes,
                 "entries": len(self._cache),
+                "nodes": self._cached_nodes,
                 "hits": self.hits,
                 "misses": self.misses,
             }
@@ -316,14 +315,10 @@ class Evaluator:
         env = {}
         for name in parsed.variables:
             value = bindings[name]
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, int | float)
-                or not math.isfinite(value)
-            ):
+            if not _is_finite_number(value):
                 raise BindingError(
                     "invalid_binding",
-                    f"{name} must be bound to a finite number, not {value!r}",
+                    f"{name} must be bound to a finite number, not {_describe(value)}",
                     [name],
                 )
             env[name] = Value(value)
@@ -331,24 +326,6 @@ class Evaluator:
 
 
 _NUMBERS = ("value", "grad", "local_grads")
-
-
-def _template(index: int, shape: NodeShape) -> dict[str, Any]:
-    """A node's document with its numbers left blank, in the order the fields are shown."""
-    return {
-        "id": index,
-        "kind": shape.kind,
-        "op": shape.op,
-        "label": shape.label,
-        "value": None,
-        "grad": None,
-        "children": list(shape.children),
-        "local_grads": None,
-        "exponent": shape.exponent,
-        "derived": shape.derived,
-        "expansion": shape.expansion,
-        "span": list(shape.span),
-    }
 
 
 def _shape_document(template: dict[str, Any]) -> dict[str, Any]:
@@ -394,7 +371,7 @@ def _document(
             )
         backward.append({"node": i, "grad": grad, "sends": sends})
     if poison != 0.0:
-        raise _non_finite(nodes, compiled.shapes)
+        raise _non_finite(nodes)
     root = order[compiled.root]
     return {
         "expression": expression,
@@ -407,23 +384,25 @@ def _document(
     }
 
 
-def _non_finite(nodes: list[dict[str, Any]], shapes: tuple[NodeShape, ...]) -> DomainError:
+def _non_finite(nodes: list[dict[str, Any]]) -> DomainError:
     """The first node, from the root down, whose gradient or local derivative is not finite."""
     for node in reversed(nodes):
         numbers = [node["grad"], *node["local_grads"]]
         numbers += [g * node["grad"] for g in node["local_grads"]]
         if not all(math.isfinite(x) for x in numbers):
-            i = node["id"]
             return DomainError(
                 "non_finite",
-                f"the gradient at '{shapes[i].label}' is not a finite number (it overflows)",
-                i,
-                shapes[i].span,
+                f"the gradient at '{node['label']}' is not a finite number (it overflows)",
+                node["id"],
+                tuple(node["span"]),
             )
     # Only a running sum overflowed: name the node it was summing into.
-    i = max(range(len(nodes)), key=lambda j: abs(nodes[j]["grad"]))
+    node = max(nodes, key=lambda n: abs(n["grad"]))
     return DomainError(
-        "non_finite", "a gradient overflows the range of a 64-bit float", i, shapes[i].span
+        "non_finite",
+        "a gradient overflows the range of a 64-bit float",
+        node["id"],
+        tuple(node["span"]),
     )
 
 
@@ -435,3 +414,20 @@ def evaluate(
 ) -> dict[str, Any]:
     """Evaluate with the default limits and a shared cache: see `Evaluator.evaluate`."""
     return _default.evaluate(expression, bindings, granularity)
+
+
+def _is_finite_number(value: object) -> bool:
+    """True for an int or float that is a finite double; never for a bool."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int beyond the range of a double
+        return False
+
+
+def _describe(value: object) -> str:
+    if isinstance(value, int) and not isinstance(value, bool) and not _is_finite_number(value):
+        return "an integer beyond the range of a 64-bit float"
+    shown = repr(value)
+    return shown if len(shown) <= 40 else f"{shown[:37]}..."

@@ -108,6 +108,13 @@ class ParsedExpression:
                 try:
                     results[node] = _apply(node.op, node.exponent, *(results[a] for a in node.args))
                 except DomainError as error:
+                    if (
+                        node.op == "/"
+                        and error.kind == "division_by_zero"
+                        and (not node.args[1].is_constant)
+                    ):
+                        divisor = " ".join(self.text[slice(*node.args[1].span)].split())
+                        error = DomainError(error.kind, f"division by zero: {divisor} is 0")
                     raise error.located(locate(node) if locate else None, node.span) from None
         return results
 
@@ -478,11 +485,14 @@ class _Parser:
                 return ExpressionError("unexpected_token", f"'{left}{right}' is not a number", span)
             if left == "0" and right[0] in "xXoObB":
                 return ExpressionError(
-                    "unsupported_syntax", "hexadecimal, octal and binary numbers are not supported",
-                    span)
+                    "unsupported_syntax",
+                    "hexadecimal, octal and binary numbers are not supported",
+                    span,
+                )
             if right[0] == "_":
                 return ExpressionError(
-                    "unsupported_syntax", "digit separators (_) are not supported in numbers", span)
+                    "unsupported_syntax", "digit separators (_) are not supported in numbers", span
+                )
             if right[0] in "eE" and "e" not in left.lower():
                 return ExpressionError(
                     "implicit_multiplication",
@@ -490,12 +500,13 @@ class _Parser:
                     f"to multiply, write {left}*{right}",
                     span,
                 )
-        if previous.kind == "name" and keyword.iskeyword(left):
-            return ExpressionError(
-                "unsupported_syntax",
-                f"Python's '{left}' is not part of the expression language",
-                span,
-            )
+        for word in (left, right):  # `lambda x`, `a if b else c`, `a and b`
+            if keyword.iskeyword(word):
+                return ExpressionError(
+                    "unsupported_syntax",
+                    f"Python's '{word}' is not part of the expression language",
+                    span,
+                )
         if token.kind == "(":
             right = "(...)"
         if previous.kind == "number":

@@ -1,0 +1,82 @@
+"""Where the spec and the interactive docs are served: Swagger UI from the service's own files."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+from flask import Blueprint, Flask, Response, current_app
+from swagger_ui_bundle import swagger_ui_path
+
+import service
+
+DOCS_ASSETS = "/docs/static"
+SPEC_EXTENSION = "autograd.spec"  # the app's `extensions` key for its `APISpec`
+
+# flask-smorest's settings: it serves /openapi.json and the Swagger UI page at /docs; the page's
+# scripts and styles come from swagger-ui-bundle's files below, so the docs work offline.
+SPEC_SETTINGS = {
+    "API_TITLE": "autograd-service",
+    "API_VERSION": service.__version__,
+    "OPENAPI_VERSION": "3.0.3",
+    "OPENAPI_URL_PREFIX": "/",
+    "OPENAPI_JSON_PATH": "openapi.json",
+    "OPENAPI_SWAGGER_UI_PATH": "/docs",
+    "OPENAPI_SWAGGER_UI_URL": f"{DOCS_ASSETS}/",
+    # Swagger UI would otherwise send the spec to validator.swagger.io for its badge.
+    "OPENAPI_SWAGGER_UI_CONFIG": {"validatorUrl": None},
+    "API_SPEC_OPTIONS": {
+        "info": {
+            "description": (
+                "Shows how gradients flow through a computation graph: send an expression and "
+                "values for its variables, get back the value, every gradient, the graph and "
+                "the backward pass step by step, as micrograd computes them.\n\n"
+                "Every error is an RFC 9457 `application/problem+json` document whose `type` "
+                "names its kind. Every response carries an `X-Request-ID` header: the client's "
+                "own when it is a token of at most 128 characters from `[A-Za-z0-9._-]`."
+            ),
+            "license": {"name": "MIT"},
+        },
+    },
+}
+
+blp = Blueprint("docs", __name__, static_folder=str(swagger_ui_path), static_url_path=DOCS_ASSETS)
+
+
+@blp.route("/openapi.yaml")
+def openapi_yaml() -> Response:
+    return Response(spec_yaml(current_app), mimetype="application/yaml")
+
+
+def spec_yaml(app: Flask) -> str:
+    """The app's spec as YAML, exactly as `make openapi` writes it to openapi.yaml."""
+    spec = app.extensions[SPEC_EXTENSION].to_dict()
+    # The order a reader wants: what it is, then the paths, then the schemas they refer to.
+    ordered = {key: spec.pop(key) for key in _READING_ORDER if key in spec} | spec
+    ordered["paths"] = {
+        path: {method: _operation_in_reading_order(op) for method, op in operations.items()}
+        for path, operations in ordered["paths"].items()
+    }
+    return yaml.dump(ordered, Dumper=_SpecDumper, sort_keys=False, allow_unicode=True, width=100)
+
+
+_READING_ORDER = ("openapi", "info", "tags", "paths", "components")
+
+
+def _operation_in_reading_order(operation: dict[str, Any]) -> dict[str, Any]:
+    """What the operation does, then what it takes, then its responses by status."""
+    responses = operation.pop("responses")
+    head = {key: operation.pop(key) for key in ("summary", "description") if key in operation}
+    return head | operation | {"responses": {code: responses[code] for code in sorted(responses)}}
+
+
+class _SpecDumper(yaml.SafeDumper):
+    """Writes multi-line strings (the views' docstrings) as literal blocks, line for line."""
+
+
+def _string(dumper: yaml.SafeDumper, text: str) -> Any:
+    style = "|" if "\n" in text else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=style)
+
+
+_SpecDumper.add_representer(str, _string)

@@ -1,0 +1,40 @@
+"""The examples in the spec, computed by the core when the spec is built, so they stay true."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from service.errors import AutogradError
+from service.evaluator import Evaluator
+
+# The lesson: d/da, d/db and d/dc of (a + b) * c at a=2, b=-3, c=10 are 10, 10 and -1.
+LESSON_EXPRESSION = "(a + b) * c"
+LESSON_BINDINGS = {"a": 2, "b": -3, "c": 10}
+GRADIENTS_REQUEST = {"expression": LESSON_EXPRESSION, "bindings": LESSON_BINDINGS}
+GRAPH_REQUEST = {"expression": LESSON_EXPRESSION}
+
+# Requests the core refuses, one of each family, shown as examples of a 422 problem.
+REFUSED = {
+    "unbalanced-parenthesis": ("(a + b * c", {"a": 2, "b": -3, "c": 10}),
+    "unbound-variables": (LESSON_EXPRESSION, {"a": 2, "b": -3}),
+    "log-domain": ("log(a + b) * c", {"a": 2, "b": -3, "c": 10}),
+}
+
+
+def gradients_document() -> dict[str, Any]:
+    # The API reads every binding as a float, as the command line does.
+    bindings = {name: float(value) for name, value in LESSON_BINDINGS.items()}
+    return Evaluator().evaluate(LESSON_EXPRESSION, bindings)
+
+
+def graph_document() -> dict[str, Any]:
+    return Evaluator().structure(LESSON_EXPRESSION)
+
+
+def refusal(expression: str, bindings: dict[str, float]) -> AutogradError:
+    """The core's refusal of one of the `REFUSED` requests."""
+    try:
+        Evaluator().evaluate(expression, bindings)
+    except AutogradError as error:
+        return error
+    raise ValueError(f"{expression!r} with {bindings} is not refused")  # pragma: no cover

@@ -1,0 +1,41 @@
+"""POST /v1/gradients: an expression's value, gradients, graph and backward schedule."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Response
+
+from service.api import evaluator, json_response
+from service.api.examples import GRADIENTS_REQUEST, gradients_document
+from service.api.problems import documents_problems
+from service.api.request import RESPONSE_HEADERS, Blueprint
+from service.api.schemas import EvaluationSchema, GradientsRequestSchema
+
+blp = Blueprint(
+    "gradients",
+    __name__,
+    url_prefix="/v1",
+    description="Forward and backward passes through an expression's graph.",
+)
+
+
+@blp.route("/gradients", methods=["POST"])
+# Schema instances, not classes: webargs would build a new schema for every request.
+@blp.arguments(GradientsRequestSchema(), example=GRADIENTS_REQUEST)
+@blp.response(200, EvaluationSchema, example=gradients_document(), headers=RESPONSE_HEADERS)
+@documents_problems(blp, 400, 413, 415)
+def gradients(body: dict[str, Any]) -> Response:
+    """Evaluate an expression and backpropagate through it
+
+    Returns the expression's value, the gradient of the value with respect to every variable,
+    the computation graph (every node with its value, gradient and local derivatives), the
+    forward order, and the backward pass step by step: which node sends how much gradient to
+    which child, and the child's gradient after each addition. With `(a + b) * c` at a=2, b=-3,
+    c=10 the value is -10 and the gradients are a=10, b=10, c=-1. An expression the language
+    does not accept, bindings that do not fit it, or a value that is not a finite real number is
+    a 422 problem saying where.
+    """
+    return json_response(
+        evaluator().evaluate(body["expression"], body["bindings"], body["granularity"])
+    )

@@ -1,0 +1,137 @@
+"""How every request is read: its id, and its JSON body parsed strictly, in one place."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import uuid
+from functools import cached_property
+from typing import Any, NoReturn
+
+import flask_smorest
+import marshmallow as ma
+from flask import Request
+from flask.json.provider import DefaultJSONProvider
+from webargs.flaskparser import FlaskParser
+from werkzeug.exceptions import RequestEntityTooLarge
+
+from service.api.kinds import Problem
+
+REQUEST_ID_HEADER = "X-Request-ID"
+# Every documented response carries it: a reference to the header component the spec defines.
+RESPONSE_HEADERS = {REQUEST_ID_HEADER: REQUEST_ID_HEADER}
+_SANE_REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,128}")
+_QUOTED_KEY = 64  # a duplicate key is quoted up to this many characters in the problem detail
+_LONG_INTEGER = 19  # characters from which an integer is read as a float (int64 has 19 digits)
+
+
+class NonFiniteNumber:
+    """A number JSON can spell but a float cannot hold: `NaN`, `Infinity` or one like `1e400`.
+
+    Parsing keeps it as this marker instead of failing, so that the schema can refuse it by the
+    name of the field (or binding) it was sent for.
+    """
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def _float(text: str) -> float | NonFiniteNumber:
+    value = float(text)
+    return value if math.isfinite(value) else NonFiniteNumber(text)
+
+
+def _integer(text: str) -> int | float | NonFiniteNumber:
+    # int() of a long digit string takes time quadratic in its length (and is refused past 4300
+    # digits), so an integer of 19 digits or more is read as the float it rounds to.
+    return int(text) if len(text) < _LONG_INTEGER else _float(text)
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    # Python keeps the last of two equal keys; another parser may keep the first, so the request
+    # has no single meaning and is refused as malformed.
+    document = dict(pairs)
+    if len(document) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                quoted = json.dumps(key[:_QUOTED_KEY])
+                raise ValueError(f"the key {quoted} appears twice in an object")
+            seen.add(key)
+    return document
+
+
+class StrictJSONProvider(DefaultJSONProvider):
+    """Flask's JSON, reading request bodies strictly: standard JSON only, one meaning per document.
+
+    Flask parses every request body with its app's provider (`request.get_json`), so this is the
+    one place a body is read; writing JSON is left to Flask.
+    """
+
+    def loads(self, s: str | bytes, **kwargs: Any) -> Any:
+        # JSON between systems is UTF-8 (RFC 8259); json.loads would also take UTF-16 and
+        # UTF-8-encoded surrogates. A byte order mark is ignored, as the RFC allows.
+        text = s.decode("utf-8-sig") if isinstance(s, bytes) else s
+        try:
+            return json.loads(
+                text,
+                parse_float=_float,
+                parse_int=_integer,
+                parse_constant=NonFiniteNumber,
+                object_pairs_hook=_object,
+            )
+        except RecursionError:  # `[[[[...` a million deep: too deep for json's recursive parser
+            raise ValueError("the JSON document nests too deeply") from None
+
+
+class ApiRequest(Request):
+    """Flask's request with an id for tracing, and a problem for a body that is not JSON."""
+
+    @cached_property
+    def request_id(self) -> str:
+        """The client's `X-Request-ID` when it is a sane token, else a new one."""
+        given = self.headers.get(REQUEST_ID_HEADER, "")
+        return given if _SANE_REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
+
+    def get_data(  # type: ignore[override]
+        self, cache: bool = True, as_text: bool = False, parse_form_data: bool = False
+    ) -> bytes | str:
+        data = super().get_data(cache, False, parse_form_data)
+        # Werkzeug stops reading a body sent without a Content-Length (chunked) when it reaches
+        # the limit, and says nothing: a body that long may have been cut short, so it is
+        # refused as too large rather than parsed in part.
+        if self.content_length is None:
+            limit = self.max_content_length
+            if limit is not None and len(data) >= limit:
+                raise RequestEntityTooLarge()
+        return data.decode(errors="replace") if as_text else data
+
+    def on_json_loading_failed(self, e: ValueError | None) -> NoReturn:
+        if e is None:
+            sent = f"is {self.mimetype}" if self.mimetype else "is missing"
+            raise Problem(
+                "unsupported-media-type",
+                f"the body must be JSON sent with Content-Type: application/json; this one {sent}",
+            )
+        if not self.get_data(cache=True):
+            raise Problem("malformed-json", "the request body is empty; send a JSON object")
+        raise Problem("malformed-json", f"the request body is not valid JSON: {e}")
+
+
+class JsonBodyParser(FlaskParser):
+    """webargs' parser, reading bodies with Flask's `get_json` (and so strictly) like every view."""
+
+    def load_json(self, req: Request, schema: ma.Schema) -> Any:
+        return req.get_json()
+
+
+class Blueprint(flask_smorest.Blueprint):
+    """flask-smorest's blueprint with the strict body parser."""
+
+    ARGUMENTS_PARSER = JsonBodyParser()

@@ -1,0 +1,284 @@
+"""One marshmallow schema per payload: requests are loaded with them, the spec is built from all."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from marshmallow import Schema, ValidationError, fields, validate
+
+from service.api.kinds import KINDS, type_uri
+from service.api.request import NonFiniteNumber
+from service.evaluator import DEFAULT_GRANULARITY, GRANULARITIES
+
+
+def _out(field: type[fields.Field], description: str, *args: Any, **kwargs: Any) -> fields.Field:
+    """A field every response carries, so the spec can say it is required."""
+    return field(*args, required=True, metadata={"description": description}, **kwargs)
+
+
+def _json_name(value: Any) -> str:
+    """How a client wrote `value`, to say what was sent instead of a number."""
+    if isinstance(value, NonFiniteNumber):
+        overflows = value.text not in ("NaN", "Infinity", "-Infinity")
+        return f"{value.text}, which overflows a 64-bit float" if overflows else value.text
+    if value is None or isinstance(value, bool):
+        return {None: "null", True: "true", False: "false"}[value]
+    return {str: "a string", list: "an array", dict: "an object"}.get(type(value), repr(value))
+
+
+def _finite(number: Any) -> float | None:
+    if isinstance(number, bool) or not isinstance(number, int | float):
+        return None
+    try:
+        number = float(number)
+    except OverflowError:  # an int too large for a float, from a caller not using StrictJSON
+        return None
+    return number if math.isfinite(number) else None
+
+
+class Bindings(fields.Dict):
+    """Variable name to finite number; a bad value is reported under its own name."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(keys=fields.String(), values=fields.Float(allow_nan=False), **kwargs)
+
+    def _deserialize(
+        self, value: Any, attr: str | None, data: Mapping[str, Any] | None, **kwargs: Any
+    ) -> dict[str, float]:
+        if not isinstance(value, dict):
+            raise self.make_error("invalid")
+        numbers = {name: _finite(number) for name, number in value.items()}
+        errors = {
+            name: [f"{name} must be bound to a finite number, not {_json_name(value[name])}"]
+            for name, number in numbers.items()
+            if number is None
+        }
+        if errors:
+            raise ValidationError(errors)
+        return numbers  # type: ignore[return-value]  # every None was refused above
+
+
+def _granularity() -> fields.String:
+    return fields.String(
+        load_default=DEFAULT_GRANULARITY,
+        validate=validate.OneOf(GRANULARITIES),
+        metadata={
+            "description": "`operator`: one node per operator written; `primitive`: the graph "
+            "micrograd builds, with derived operations (`-`, `/`, negation) expanded."
+        },
+    )
+
+
+def _expression() -> fields.String:
+    return fields.String(
+        required=True,
+        metadata={
+            "description": "The expression, e.g. `(a + b) * c`: numbers, variables, "
+            "`+ - * / ** ^`, parentheses and exp, log, relu, tanh. See GET /v1/operations."
+        },
+    )
+
+
+class GradientsRequestSchema(Schema):
+    expression = _expression()
+    bindings = Bindings(
+        required=True,
+        metadata={"description": "A finite number for every variable of the expression."},
+    )
+    granularity = _granularity()
+
+
+class GraphRequestSchema(Schema):
+    expression = _expression()
+    granularity = _granularity()
+
+
+def _span() -> fields.List:
+    return _out(
+        fields.List,
+        "`[start, end)`: the characters of the expression this node was written as.",
+        fields.Integer(),
+        validate=validate.Length(equal=2),
+    )
+
+
+class NodeShapeSchema(Schema):
+    id = _out(fields.Integer, "The node's index in `graph.nodes`, which is a forward order.")
+    kind = _out(
+        fields.String,
+        "What the node is.",
+        validate=validate.OneOf(("variable", "constant", "operation")),
+    )
+    op = _out(
+        fields.String, "The operation (see GET /v1/operations); null for leaves.", allow_none=True
+    )
+    label = _out(fields.String, "What to print in the node: a name, a number or an operator.")
+    children = _out(fields.List, "Operand node ids, in the order written.", fields.Integer())
+    exponent = _out(
+        fields.Float, "The constant exponent of a `**` node, else null.", allow_none=True
+    )
+    derived = _out(fields.Boolean, "Whether the operation is built from micrograd primitives.")
+    expansion = _out(
+        fields.String, "How micrograd builds a derived operation, else null.", allow_none=True
+    )
+    span = _span()
+
+
+class NodeSchema(NodeShapeSchema):
+    value = _out(fields.Float, "The forward value.")
+    grad = _out(fields.Float, "d(root)/d(node): the gradient backward accumulated here.")
+    local_grads = _out(
+        fields.List, "d(node)/d(child) for each child, in `children` order.", fields.Float()
+    )
+
+
+class SendSchema(Schema):
+    to = _out(fields.Integer, "The child receiving gradient.")
+    local_grad = _out(fields.Float, "d(node)/d(child).")
+    contribution = _out(fields.Float, "local_grad * the sending node's grad.")
+    grad_after = _out(fields.Float, "The child's grad once this contribution is added.")
+
+
+class BackwardStepSchema(Schema):
+    node = _out(fields.Integer, "The node sending gradient to its children.")
+    grad = _out(fields.Float, "Its gradient, complete by the time it is sent.")
+    sends = _out(fields.List, "One send per child edge.", fields.Nested(SendSchema))
+
+
+class GraphSchema(Schema):
+    root = _out(fields.Integer, "The id of the node holding the expression's value.")
+    nodes = _out(
+        fields.List, "Every node, in forward (topological) order.", fields.Nested(NodeSchema)
+    )
+
+
+class GraphShapeSchema(Schema):
+    root = _out(fields.Integer, "The id of the node holding the expression's value.")
+    nodes = _out(
+        fields.List, "Every node, in forward (topological) order.", fields.Nested(NodeShapeSchema)
+    )
+
+
+class EvaluationSchema(Schema):
+    expression = _out(fields.String, "The expression, as sent.")
+    granularity = _out(
+        fields.String, "The granularity of the graph.", validate=validate.OneOf(GRANULARITIES)
+    )
+    value = _out(fields.Float, "The expression's value.")
+    gradients = _out(
+        fields.Dict,
+        "d(expression)/d(variable) for every variable.",
+        keys=fields.String(),
+        values=fields.Float(),
+    )
+    graph = _out(fields.Nested, "The computation graph with its numbers.", GraphSchema)
+    forward = _out(
+        fields.List, "Node ids in the order the forward pass computes them.", fields.Integer()
+    )
+    backward = _out(
+        fields.List,
+        "The backward pass step by step, root first.",
+        fields.Nested(BackwardStepSchema),
+    )
+
+
+class StructureSchema(Schema):
+    expression = _out(fields.String, "The expression, as sent.")
+    granularity = _out(
+        fields.String, "The granularity of the graph.", validate=validate.OneOf(GRANULARITIES)
+    )
+    variables = _out(fields.List, "The variables to bind, in order of first use.", fields.String())
+    graph = _out(fields.Nested, "The computation graph's structure.", GraphShapeSchema)
+    forward = _out(fields.List, "Node ids in forward order.", fields.Integer())
+
+
+class OperationSchema(Schema):
+    name = _out(fields.String, "The `op` of its graph nodes.")
+    syntax = _out(fields.String, "How it is written.")
+    arity = _out(fields.Integer, "How many operand nodes it takes.")
+    primitive = _out(fields.Boolean, "A micrograd primitive, or derived from primitives.")
+    rule = _out(fields.String, "Its local derivatives, as text.")
+    expansion = _out(
+        fields.String,
+        "How micrograd builds a derived operation; null for primitives.",
+        allow_none=True,
+    )
+
+
+class LimitsSchema(Schema):
+    max_expression_length = _out(fields.Integer, "Characters of expression text.")
+    max_depth = _out(fields.Integer, "Nesting of parentheses, calls, unary signs and `**`.")
+    max_nodes = _out(fields.Integer, "Nodes of the primitive graph micrograd would build.")
+    max_identifier_length = _out(fields.Integer, "Characters in one variable name.")
+    max_constant_magnitude = _out(fields.Float, "Largest |c| of a literal or folded constant.")
+    max_bindings = _out(fields.Integer, "Entries in one request's bindings.")
+    max_body_bytes = _out(fields.Integer, "Bytes of request body; larger bodies get a 413.")
+
+
+class OperationsSchema(Schema):
+    operations = _out(
+        fields.List, "Every operation of the language.", fields.Nested(OperationSchema)
+    )
+    limits = _out(fields.Nested, "The limits in force.", LimitsSchema)
+    cache_size = _out(fields.Integer, "Compiled expressions each worker keeps for reuse.")
+    cache_nodes = _out(
+        fields.Integer, "Graph nodes of all compiled expressions a worker keeps, together."
+    )
+
+
+class HealthSchema(Schema):
+    status = _out(
+        fields.String, "Always `ok` when the service answers.", validate=validate.OneOf(("ok",))
+    )
+
+
+class PositionSchema(Schema):
+    start = _out(fields.Integer, "Index of the first character at fault.")
+    end = _out(fields.Integer, "Index one past the last character at fault.")
+
+
+class PointerSchema(Schema):
+    pointer = _out(
+        fields.String,
+        "JSON pointer (RFC 6901) to the part of the body at fault; empty for the whole body.",
+    )
+    detail = _out(fields.String, "What is wrong with it.")
+
+
+def _problem(field: type[fields.Field], description: str, *args: Any, **kwargs: Any) -> Any:
+    return field(*args, metadata={"description": description}, **kwargs)
+
+
+class ProblemSchema(Schema):
+    """An RFC 9457 problem: `type` identifies the kind; the other members depend on it."""
+
+    type = _out(
+        fields.String,
+        "Identifies the kind of problem.",
+        validate=validate.OneOf([*map(type_uri, KINDS), "about:blank"]),
+    )
+    title = _out(fields.String, "The kind, in words: the same for every problem of a type.")
+    status = _out(fields.Integer, "The HTTP status code.")
+    detail = _out(fields.String, "What went wrong this time, in a sentence for a student.")
+    position = _problem(
+        fields.Nested,
+        "Expression and limit problems, and domain problems "
+        "whose place is known: where in the expression.",
+        PositionSchema,
+    )
+    variables = _problem(fields.List, "Binding problems: the variables at fault.", fields.String())
+    node = _problem(
+        fields.Integer,
+        "Domain problems: the graph node whose value or gradient "
+        "is not a finite real number; null for a constant part of the expression.",
+        allow_none=True,
+    )
+    limit = _problem(fields.String, "Limit problems: the limit exceeded (see GET /v1/operations).")
+    maximum = _problem(fields.Float, "Limit problems: the limit's value.")
+    errors = _problem(
+        fields.List,
+        "Validation problems: each part of the body at fault.",
+        fields.Nested(PointerSchema),
+    )

@@ -1,0 +1,62 @@
+"""The application factory: `gunicorn 'service.app:create_app()'` serves what it returns."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from flask import Flask, Response, request
+from flask_cors import CORS
+
+from service.api import EXTENSION, docs, gradients, graph, health, logs, operations
+from service.api.config import (
+    DEFAULTS,
+    ENVIRONMENT_PREFIX,
+    body_limit,
+    cache_nodes,
+    cache_size,
+    cors_origins,
+    limits_from,
+)
+from service.api.problems import ProblemApi
+from service.api.request import REQUEST_ID_HEADER, ApiRequest, StrictJSONProvider
+from service.evaluator import Evaluator
+
+RESOURCES = (gradients.blp, graph.blp, operations.blp, health.blp)
+PREFLIGHT_MAX_AGE = 3600  # seconds a browser may reuse a CORS preflight: one per slider session
+
+
+def create_app(config: Mapping[str, Any] | None = None) -> Flask:
+    """The service: defaults, then `AUTOGRAD_*` environment variables, then `config` (tests)."""
+    app = Flask(__name__, static_folder=None)
+    app.request_class = ApiRequest
+    app.json = StrictJSONProvider(app)
+    app.config.update(DEFAULTS, **docs.SPEC_SETTINGS)
+    app.config.from_prefixed_env(ENVIRONMENT_PREFIX)
+    app.config.update(config or {})
+    app.config["MAX_CONTENT_LENGTH"] = body_limit(app.config)
+    logs.configure(app.config["LOG_LEVEL"])
+    app.extensions[EXTENSION] = Evaluator(
+        limits_from(app.config), cache_size(app.config), cache_nodes(app.config)
+    )
+
+    api = ProblemApi(app)
+    for resource in RESOURCES:
+        api.register_blueprint(resource)
+    app.register_blueprint(docs.blp)
+    app.extensions[docs.SPEC_EXTENSION] = api.spec
+    origins = cors_origins(app.config)
+    CORS(
+        app,
+        origins=origins,
+        send_wildcard=origins == "*",  # `*` rather than echoing each origin: one cacheable answer
+        expose_headers=[REQUEST_ID_HEADER],
+        max_age=PREFLIGHT_MAX_AGE,
+    )
+    app.after_request(_tag_with_request_id)
+    return app
+
+
+def _tag_with_request_id(response: Response) -> Response:
+    response.headers[REQUEST_ID_HEADER] = request.request_id  # type: ignore[attr-defined]
+    return response

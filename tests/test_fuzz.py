@@ -1,0 +1,219 @@
+"""Fuzzing: the parser and evaluator on random text and token streams, the API against its spec.
+
+Every run is bounded: a few hundred examples by default, `FUZZ_EXAMPLES` examples per test when
+that variable is set (`make fuzz` sets it to thousands).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from pathlib import Path
+
+import schemathesis
+from hypothesis import HealthCheck, given, note, settings
+from hypothesis import strategies as st
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import (
+    allow_header_conformance,
+    content_type_conformance,
+    negative_data_rejection,
+    response_headers_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+    unsupported_method,
+)
+
+from service.app import create_app
+from service.errors import (
+    BINDING_KINDS,
+    DOMAIN_KINDS,
+    EXPRESSION_KINDS,
+    LIMIT_KINDS,
+    AutogradError,
+)
+from service.evaluator import Evaluator
+from service.limits import DEFAULT_LIMITS, Limits
+from service.operations import FUNCTIONS
+from service.parser import parse
+
+EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "0"))
+SLOW_CALL = 2.0  # seconds; one parse of a short text takes microseconds, so this is generous
+
+fuzz_settings = settings(
+    max_examples=EXAMPLES or 300,
+    deadline=None,  # timing is checked by hand below, with a bound a noisy machine cannot trip
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+# The grammar's alphabet, and the things people paste from Python, sympy and maths.
+NAMES = ["a", "b", "x", "y1", "_", "E", "pi", "Symbol", "e", "inf", "nan", *FUNCTIONS]
+HOSTILE_NAMES = ["__import__", "__class__", "eval", "exec", "open", "lambda", "if", "not", "sin"]
+NUMBERS = ["0", "1", "2", "0.5", ".5", "1.", "1e3", "1e-3", "2E+2", "1e300", "1e400", "9" * 40]
+OPERATORS = ["+", "-", "*", "/", "**", "^", "//"]
+PUNCTUATION = ["(", ")", ",", " ", "\t", "\n"]
+JUNK = [".", "'", '"', "[", "]", "{", "}", "=", ";", ":", "%", "@", "\\", "#", "!", "~", "$"]
+# NUL, zero-width space, BOM, Cyrillic a, fullwidth e, Arabic-Indic 1, bold 1, minus sign, times,
+# e acute, a lone surrogate, the last code point.
+UNICODE = ["\x00", "\u200b", "\ufeff", "\u0430", "\uff45", "\u0661", "\U0001d7cf", "\u2212",
+           "\u00d7", "\u00e9", "\ud800", "\U0010ffff"]  # fmt: skip
+
+grammar_tokens = st.sampled_from(NAMES + NUMBERS + OPERATORS + PUNCTUATION)
+any_tokens = st.sampled_from(
+    NAMES + HOSTILE_NAMES + NUMBERS + OPERATORS + PUNCTUATION + JUNK + UNICODE
+)
+
+# Tiny limits, so that random streams reach every bound often.
+SMALL = Limits(
+    max_expression_length=120,
+    max_depth=6,
+    max_nodes=25,
+    max_identifier_length=8,
+    max_constant_magnitude=1e6,
+    max_bindings=4,
+)
+
+
+KINDS = {*EXPRESSION_KINDS, *LIMIT_KINDS, *BINDING_KINDS, *DOMAIN_KINDS}
+
+
+def check_refusal(error: AutogradError) -> None:
+    """A refusal of a kind the API has a problem type for, with a sentence to show."""
+    assert error.kind in KINDS, error.kind
+    assert error.message.strip()
+
+
+def check_parse(text: str, limits: Limits = DEFAULT_LIMITS) -> None:
+    """Parse, and evaluate what parses; only the service's own typed errors may come out."""
+    note(f"text: {text!r}")
+    start = time.perf_counter()
+    try:
+        parsed = parse(text, limits)
+    except AutogradError as error:
+        check_refusal(error)
+        span = getattr(error, "span", None)
+        if span is not None:
+            assert 0 <= span[0] <= span[1] <= max(len(text), limits.max_expression_length)
+    else:
+        assert parsed.node_count <= limits.max_nodes
+        evaluator = Evaluator(limits, cache_size=0)
+        bindings = {name: 0.5 + i for i, name in enumerate(parsed.variables)}
+        try:
+            document = evaluator.evaluate(text, bindings, "primitive")
+        except AutogradError as error:
+            check_refusal(error)
+        else:
+            # The node count the parser checks against the limit bounds the graph really built.
+            assert len(document["graph"]["nodes"]) <= parsed.node_count
+            assert all(math.isfinite(g) for g in document["gradients"].values())
+    elapsed = time.perf_counter() - start
+    assert elapsed < SLOW_CALL, f"{elapsed:.2f} s for {text[:80]!r}"
+
+
+@fuzz_settings
+@given(st.text(max_size=200))
+def test_random_text(text: str) -> None:
+    check_parse(text)
+
+
+@fuzz_settings
+@given(st.text(alphabet=st.characters(codec="ascii"), max_size=200))
+def test_random_ascii(text: str) -> None:
+    check_parse(text)
+
+
+@fuzz_settings
+@given(st.lists(grammar_tokens, max_size=60))
+def test_grammar_token_streams(tokens: list[str]) -> None:
+    check_parse("".join(tokens))
+
+
+@fuzz_settings
+@given(st.lists(any_tokens, max_size=60))
+def test_hostile_token_streams(tokens: list[str]) -> None:
+    check_parse(" ".join(tokens))
+
+
+@fuzz_settings
+@given(st.lists(grammar_tokens, max_size=80))
+def test_token_streams_under_small_limits(tokens: list[str]) -> None:
+    check_parse("".join(tokens), SMALL)
+
+
+@st.composite
+def expressions(draw: st.DrawFn, depth: int = 0) -> str:
+    """A well-formed expression of the language, so the fuzzing also reaches evaluation."""
+    if depth > 4 or draw(st.booleans()):
+        return draw(st.sampled_from(["a", "b", "c", "2", "0.5", "1e-3", "0", "-1", "1e300"]))
+    shape = draw(st.sampled_from(["binary", "call", "neg", "power", "paren"]))
+    inner = draw(expressions(depth + 1))
+    if shape == "binary":
+        op = draw(st.sampled_from(["+", "-", "*", "/"]))
+        return f"{inner} {op} {draw(expressions(depth + 1))}"
+    if shape == "call":
+        return f"{draw(st.sampled_from(FUNCTIONS))}({inner})"
+    if shape == "neg":
+        return f"-{inner}"
+    if shape == "power":
+        exponent = draw(st.sampled_from(["2", "3", "-1", "0.5", "0", "1e3", "-2.5"]))
+        return f"({inner}) ** {exponent}"
+    return f"({inner})"
+
+
+@fuzz_settings
+@given(expressions())
+def test_well_formed_expressions(text: str) -> None:
+    check_parse(text)
+
+
+@fuzz_settings
+@given(expressions(), st.sampled_from([0.0, -0.0, 1e-320, -1.5, 1e308, -1e308, 710.0]))
+def test_extreme_bindings(text: str, value: float) -> None:
+    """Every variable at an extreme: overflow and domain edges are typed errors, never a crash."""
+    note(f"text: {text!r}, every variable: {value!r}")
+    start = time.perf_counter()
+    try:
+        parsed = parse(text)
+        Evaluator(cache_size=0).evaluate(text, dict.fromkeys(parsed.variables, value))
+    except AutogradError as error:
+        check_refusal(error)
+    assert time.perf_counter() - start < SLOW_CALL
+
+
+# -- the API against its spec ---------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+SPEC = ROOT / "openapi.yaml"
+API_EXAMPLES = EXAMPLES or 100  # per operation, valid and invalid requests together
+
+
+# The checked-in spec, sent to the app through its WSGI interface: no server, no sockets.
+api = schemathesis.openapi.from_path(SPEC)
+api.app = create_app()
+
+# No 5xx; every status, content type, header and body as the spec documents it; and a request
+# the spec does not allow is refused, an undocumented method with a 405 and its Allow header.
+API_CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_headers_conformance,
+    response_schema_conformance,
+    negative_data_rejection,
+    unsupported_method,
+    allow_header_conformance,
+]
+
+
+@api.parametrize()
+@settings(
+    max_examples=API_EXAMPLES,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    database=None,
+)
+def test_api_conforms_to_its_spec(case: schemathesis.Case) -> None:
+    start = time.perf_counter()
+    case.call_and_validate(checks=API_CHECKS)
+    assert time.perf_counter() - start < SLOW_CALL * 5

@@ -1,0 +1,190 @@
+"""The spec stays true: openapi.yaml is what the code makes, it is valid, and responses fit it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import schemathesis
+import yaml
+from flask.testing import FlaskClient
+from hypothesis import HealthCheck, settings
+from openapi_schema_validator import OAS30Validator
+from openapi_spec_validator import validate as validate_spec
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_headers_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+from test_problems import CORE, LIMITS
+
+from service.api.kinds import KINDS
+from service.api.spec import generate, main
+from service.app import create_app
+
+SPEC_FILE = Path(__file__).resolve().parent.parent / "openapi.yaml"
+SPEC: dict[str, Any] = yaml.safe_load(SPEC_FILE.read_text())
+WITH_BODY = ("/v1/gradients", "/v1/graph")
+LESSON = {"expression": "(a + b) * c", "bindings": {"a": 2, "b": -3, "c": 10}}
+
+
+def resolved(node: Any) -> Any:
+    """`node` with every `$ref` into the spec replaced by what it points at."""
+    if isinstance(node, dict):
+        if "$ref" in node:
+            target: Any = SPEC
+            for part in node["$ref"].removeprefix("#/").split("/"):
+                target = target[part]
+            return resolved(target)
+        return {key: resolved(value) for key, value in node.items()}
+    if isinstance(node, list):
+        return [resolved(item) for item in node]
+    return node
+
+
+def operations() -> list[tuple[str, str, dict[str, Any]]]:
+    return [
+        (path, method, op) for path, item in SPEC["paths"].items() for method, op in item.items()
+    ]
+
+
+def test_the_checked_in_spec_is_what_the_code_generates() -> None:
+    assert SPEC_FILE.read_text() == generate(), "openapi.yaml is out of date: run `make openapi`"
+
+
+def test_the_generator_writes_the_file(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    assert main([str(tmp_path / "openapi.yaml")]) == 0
+    assert (tmp_path / "openapi.yaml").read_text() == SPEC_FILE.read_text()
+    assert main([]) == 0
+    assert capsys.readouterr().out == SPEC_FILE.read_text()
+
+
+def test_the_spec_does_not_depend_on_the_configuration(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AUTOGRAD_MAX_NODES", "5")
+    monkeypatch.setenv("AUTOGRAD_MAX_BODY_BYTES", "100")
+    assert generate() == SPEC_FILE.read_text()
+
+
+def test_the_spec_is_valid_openapi_3_0() -> None:
+    assert SPEC["openapi"] == "3.0.3"
+    validate_spec(SPEC)
+
+
+def test_the_served_spec_is_the_checked_in_one() -> None:
+    client = create_app().test_client()
+    assert json.loads(client.get("/openapi.json").data) == SPEC
+    assert client.get("/openapi.yaml").get_data(as_text=True) == SPEC_FILE.read_text()
+
+
+@pytest.mark.parametrize(("path", "method", "op"), operations(), ids=lambda x: str(x)[:20])
+def test_every_operation_is_documented_with_the_lesson(path: str, method: str, op: dict) -> None:
+    assert op["summary"]
+    assert len(op["description"]) > 80
+    success = resolved(op["responses"]["200"])
+    assert "X-Request-ID" in success["headers"]
+    assert success["content"]["application/json"]["example"]
+    assert resolved(op["responses"]["default"])["content"].keys() == {"application/problem+json"}
+    if path in WITH_BODY:
+        example = op["requestBody"]["content"]["application/json"]["example"]
+        assert example["expression"] == "(a + b) * c"
+        assert {"400", "413", "415", "422"} <= op["responses"].keys()
+        for status in ("400", "413", "415", "422"):
+            content = resolved(op["responses"][status])["content"]
+            assert content["application/problem+json"]["schema"]["properties"]["type"]
+    if path == "/v1/gradients":
+        document = op["responses"]["200"]["content"]["application/json"]["example"]
+        assert example["bindings"] == {"a": 2, "b": -3, "c": 10}
+        assert document["value"] == -10
+        assert document["gradients"] == {"a": 10, "b": 10, "c": -1}
+
+
+def test_every_example_fits_its_schema() -> None:
+    count = 0
+    for _, _, op in operations():
+        media = [*op.get("requestBody", {}).get("content", {}).values()]
+        media += [m for r in op["responses"].values() for m in resolved(r)["content"].values()]
+        for medium in media:
+            schema = resolved(medium["schema"])
+            examples = [e["value"] for e in medium.get("examples", {}).values()]
+            for example in [*examples, *([medium["example"]] if "example" in medium else [])]:
+                OAS30Validator(schema).validate(example)
+                count += 1
+    assert count >= 10
+
+
+def test_every_problem_type_is_in_the_spec() -> None:
+    types = SPEC["components"]["schemas"]["Problem"]["properties"]["type"]["enum"]
+    assert {t.rsplit("/", 1)[-1] for t in types} == {*KINDS, "about:blank"}
+
+
+# Real requests, one or more for every endpoint and every kind of problem.
+REQUESTS: list[tuple[str, str, Any, dict[str, str]]] = [
+    ("post", "/v1/gradients", LESSON, {}),
+    ("post", "/v1/gradients", {**LESSON, "granularity": "primitive"}, {}),
+    ("post", "/v1/graph", {"expression": "-a / b - exp(c) ** 2"}, {}),
+    ("get", "/v1/operations", None, {}),
+    ("get", "/healthz", None, {}),
+    *[("post", "/v1/gradients", {"expression": e, "bindings": b}, {}) for _, e, b, _ in CORE],
+    ("post", "/v1/graph", {"expression": "(a"}, {}),
+    ("post", "/v1/gradients", b'{"expression": NaN}', {"Content-Type": "application/json"}),
+    ("post", "/v1/gradients", b'{"a": 1, "a": 1}', {"Content-Type": "application/json"}),
+    ("post", "/v1/graph", b'{"expression": "a"', {"Content-Type": "application/json"}),
+    ("post", "/v1/graph", b'{"expression": "a"}', {"Content-Type": "text/plain"}),
+    ("post", "/v1/gradients", b"[" * 2000, {"Content-Type": "application/json"}),
+    ("post", "/v1/gradients", {"expression": "a", "bindings": {"a": None}}, {}),
+    ("get", "/v1/nowhere", None, {}),
+    ("get", "/v1/gradients", None, {}),
+]
+
+
+@pytest.fixture(scope="module")
+def client() -> FlaskClient:
+    return create_app({"TESTING": True, **LIMITS}).test_client()
+
+
+@pytest.mark.parametrize(("method", "path", "body", "headers"), REQUESTS)
+def test_real_responses_fit_the_spec(
+    client: FlaskClient, method: str, path: str, body: Any, headers: dict[str, str]
+) -> None:
+    if isinstance(body, bytes):
+        response = client.open(path, method=method, data=body, headers=headers)
+    else:
+        response = client.open(path, method=method, json=body, headers=headers)
+    op = SPEC["paths"].get(path, {}).get(method)
+    if op is None:  # 404 and 405 belong to no operation: they are problems like any other
+        documented = resolved(SPEC["components"]["responses"]["DEFAULT_ERROR"])
+    else:
+        responses = op["responses"]
+        documented = resolved(responses.get(str(response.status_code), responses["default"]))
+    assert response.mimetype in documented["content"], response.status_code
+    schema = documented["content"][response.mimetype]["schema"]
+    OAS30Validator(schema).validate(json.loads(response.data))
+    assert all(header in response.headers for header in documented["headers"])
+
+
+# schemathesis generates requests from the spec, valid and invalid, and checks each response.
+fuzzed = schemathesis.openapi.from_wsgi("/openapi.json", create_app({"TESTING": True}))
+
+
+@fuzzed.parametrize()
+@settings(
+    max_examples=40,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=list(HealthCheck),
+)
+def test_generated_requests_get_documented_responses(case: schemathesis.Case) -> None:
+    case.call_and_validate(
+        checks=[
+            not_a_server_error,
+            status_code_conformance,
+            content_type_conformance,
+            response_headers_conformance,
+            response_schema_conformance,
+        ]
+    )
