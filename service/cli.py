@@ -35,8 +35,28 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _parse_arguments(argv: Sequence[str]) -> argparse.Namespace:
+    # `-a*b` would be taken for an option. argparse reads any argument containing a space as a
+    # value, so such an expression gets a leading space while parsing, taken off afterwards.
+    protected = [
+        f" {arg}" if arg.startswith("-") and not arg.startswith("--") and arg != "-h" else arg
+        for arg in argv
+    ]
+    parser = build_parser()
+    # Bindings may also follow an option (`eval "a*b" --granularity primitive a=2 b=3`), which
+    # argparse leaves over once the positional list has ended.
+    args, rest = parser.parse_known_args(protected)
+    try:
+        args.bindings += [_binding(arg) for arg in rest]
+    except argparse.ArgumentTypeError as error:
+        parser.error(str(error))
+    if getattr(args, "expression", None) is not None and args.expression not in argv:
+        args.expression = args.expression[1:]
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = _parse_arguments(sys.argv[1:] if argv is None else list(argv))
     try:
         document = Evaluator().evaluate(args.expression, dict(args.bindings), args.granularity)
     except AutogradError as error:
