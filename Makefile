@@ -20,12 +20,12 @@ serve: $(VENV)/.installed
 	$(BIN)/gunicorn --config gunicorn.conf.py 'service.app:create_app()'
 
 test: $(VENV)/.installed
-	$(BIN)/ruff check service tests bench
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 
 lint: $(VENV)/.installed
-	$(BIN)/ruff check service tests bench
-	$(BIN)/ruff format --check service tests bench
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 # openapi.yaml is generated from the code; tests/test_openapi.py fails when it is out of date.
 openapi: $(VENV)/.installed
@@ -58,6 +58,14 @@ fuzz: $(VENV)/.installed
 # SIGKILLed halfway; prints the report and fails on unexpected errors or growing memory.
 load: $(VENV)/.installed
 	$(BIN)/python loadtest/run.py
+
+# Benchmarks side by side with their anchors (plain micrograd, PyTorch, sympy, an echo endpoint);
+# prints every target's ratio with PASS/MISS. PyTorch is a benchmark-only extra: installed here
+# when the package index has it, else its comparison is skipped. BENCH_ARGS: e.g. `--quick`,
+# `engine parse`, `--client python`, `--markdown run.md` (see `python -m bench --help`).
+bench: $(VENV)/.installed
+	$(BIN)/pip install --quiet -e '.[test,bench,torch]' || $(BIN)/pip install --quiet -e '.[test,bench]'
+	$(BIN)/python -m bench $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis *.egg-info
