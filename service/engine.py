@@ -129,17 +129,19 @@ class Value:
     def topological_order(self) -> list[Value]:
         """Every node below self, children before parents, in micrograd's depth-first order."""
         order: list[Value] = []
-        visited: set[int] = {id(self)}
-        # An explicit stack of (node, next child index) replaces micrograd's recursion, so a
-        # chain of any depth works; visiting children left to right keeps micrograd's order.
+        visited: set[Value] = {self}  # a Value hashes by identity
+        # An explicit stack of (node, its children not yet visited) replaces micrograd's
+        # recursion, so a chain of any depth works; children left to right keep micrograd's order.
         stack: list[tuple[Value, Iterator[Value]]] = [(self, iter(self._children))]
         while stack:
             node, children = stack[-1]
             for child in children:
-                if id(child) not in visited:
-                    visited.add(id(child))
-                    stack.append((child, iter(child._children)))
-                    break
+                if child not in visited:
+                    visited.add(child)
+                    if child._children:
+                        stack.append((child, iter(child._children)))
+                        break
+                    order.append(child)  # a leaf: pushing and popping it would do just this
             else:
                 stack.pop()
                 order.append(node)
@@ -155,8 +157,9 @@ class Value:
         self.grad = 1.0
         # 3. chain rule, parents first: each edge adds local derivative x parent's gradient
         for node in reversed(order):
+            grad = node.grad
             for child, local in zip(node._children, node._local_grads, strict=True):
-                child.grad += local * node.grad
+                child.grad += local * grad
         return order
 
     def __repr__(self) -> str:

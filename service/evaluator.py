@@ -17,7 +17,7 @@ from service.engine import Value, format_number
 from service.errors import BindingError, DomainError
 from service.limits import DEFAULT_LIMITS, Limits
 from service.operations import BY_NAME
-from service.parser import Node, ParsedExpression, parse
+from service.parser import Node, ParsedExpression, apply_operation, parse
 
 GRANULARITIES = ("operator", "primitive")
 DEFAULT_GRANULARITY = "operator"
@@ -51,7 +51,7 @@ class Compiled:
         sources = (
             _primitive_sources(parsed, results)
             if granularity == "primitive"
-            else _operator_sources(parsed, results, root)
+            else _operator_sources(parsed, results)
         )
         position = {id(node): i for i, node in enumerate(order)}
         # Each node's document with its numbers left blank: evaluating copies it and fills them in.
@@ -61,26 +61,27 @@ class Compiled:
             self.template(i, node, sources.get(id(node), parsed.root), position, nan)
             for i, node in enumerate(order)
         )
+        self.children = tuple(tuple(template["children"]) for template in self.templates)
         self.root = position[id(root)]
         # Where each syntax-tree node's result sits in the graph, to name it in a domain error.
-        if granularity == "primitive":
-            self.node_of = {
-                source: position[id(result)]
-                for source, result in results.items()
-                if isinstance(result, Value)
-            }
-        else:
-            self.node_of = {source: position[key] for key, source in sources.items()}
+        self.node_of = {
+            source: position[id(result)]
+            for source, result in results.items()
+            if isinstance(result, Value)
+        }
 
     def build(self, env: dict[str, Value]) -> tuple[Value, dict[Node, Value | float]]:
         """The graph's root for these variable values, and every tree node's result.
 
         A `DomainError` names the graph node of the operation that failed.
         """
-        results = self.parsed.evaluate(env, locate=self.node_of.get)
         if self.granularity == "primitive":
+            results = self.parsed.evaluate(env, self.node_of.get)
             return _as_value(results[self.parsed.root]), results
-        return _operator_graph(self.parsed, results), results
+        # The operator view: every constant is a leaf where it is written, so a primitive
+        # operator is the engine's own node with its operands in the order written.
+        results = self.parsed.evaluate(env, self.node_of.get, apply=_operator_node, constant=Value)
+        return results[self.parsed.root], results
 
     def template(
         self, index: int, node: Value, source: Node, position: dict[int, int], env: dict
@@ -139,53 +140,25 @@ def _primitive_sources(parsed: ParsedExpression, results: dict[Node, Value | flo
     return sources
 
 
-def _operator_sources(
-    parsed: ParsedExpression, results: dict[Node, Value | float], root: Value
-) -> dict[int, Node]:
-    """Which syntax-tree node each operator-view node stands for, by walking both in step."""
+def _operator_sources(parsed: ParsedExpression, results: dict[Node, Value]) -> dict[int, Node]:
+    """Which syntax-tree node each operator-view node stands for; a variable, where it first
+    appears (the post-order runs left to right)."""
     sources: dict[int, Node] = {}
-    stack = [(root, parsed.root)]
-    while stack:
-        node, source = stack.pop()
-        seen = sources.get(id(node))
-        if seen is None:
-            sources[id(node)] = source
-            stack.extend(zip(node._children, source.args, strict=True))
-        elif source.span < seen.span:  # a variable is shown where it first appears
-            sources[id(node)] = source
+    for source in parsed.postorder():
+        sources.setdefault(id(results[source]), source)
     return sources
 
 
-def _operator_graph(parsed: ParsedExpression, results: dict[Node, Value | float]) -> Value:
-    """One node per operator written, valued by micrograd's primitives underneath."""
-    nodes: dict[Node, Value] = {}
-    variables: dict[str, Value] = {}
-    for source in parsed.postorder():
-        result = results[source]
-        if source.kind == "variable":
-            node = variables.setdefault(source.name, result)  # one node per variable
-        elif source.kind == "constant":
-            node = Value(source.value)  # one leaf per occurrence, as written
-        else:
-            children = tuple(nodes[arg] for arg in source.args)
-            local_grads = _operator_local_grads(source, results)
-            node = Value(results[source].data, children, local_grads, source.op)
-            node.exponent = source.exponent
-        nodes[source] = node
-    return nodes[parsed.root]
-
-
-def _operator_local_grads(source: Node, results: dict[Node, Value | float]) -> tuple[float, ...]:
-    operation = BY_NAME[source.op]
-    if operation.local_grads is not None:  # derived: the composite derivative, from the table
-        operands = (results[arg] for arg in source.args)
-        return operation.local_grads(*(x.data if isinstance(x, Value) else x for x in operands))
-    result = results[source]
-    # A primitive is its own micrograd node; Python's reflected call (`2 * a` runs `a * 2`)
-    # put a constant left operand second, so put it back in the order written.
-    if len(source.args) == 2 and source.args[0].is_constant:
-        return result._local_grads[::-1]
-    return result._local_grads
+def _operator_node(op: str, exponent: float | None, *operands: Value) -> Value:
+    """One operator as written: a primitive is the engine's node; a derived operator is one node
+    valued by micrograd's primitives underneath, with its composite local derivatives."""
+    result = apply_operation(op, exponent, *operands)
+    assert isinstance(result, Value)
+    operation = BY_NAME[op]
+    if operation.local_grads is None:
+        return result
+    local_grads = operation.local_grads(*(operand.data for operand in operands))
+    return Value(result.data, operands, local_grads, op)
 
 
 def _expansion(text: str, source: Node) -> str:
@@ -295,7 +268,8 @@ class Evaluator:
                 [],
             )
         missing = [name for name in parsed.variables if name not in bindings]
-        unknown = sorted(name for name in bindings if name not in parsed.variables)
+        known = parsed.variable_set
+        unknown = sorted(name for name in bindings if name not in known)
         if missing:
             also = (
                 f" (the bindings name {', '.join(unknown)}, which the expression does not use)"
@@ -347,30 +321,28 @@ def _document(
         document["grad"] = node.grad
         document["local_grads"] = list(node._local_grads)
         nodes.append(document)
-    # Anything non-finite (an overflowing gradient) turns `poison` into NaN; every gradient and
-    # local derivative passes through a send, so checking the sends checks them all, and finding
-    # the culprit is left for that rare case.
-    poison = 0.0
     # The backward schedule narrates the engine's pass: same order, same sums, step by step.
     running = [0.0] * len(order)
     backward = []
     for i in range(len(order) - 1, -1, -1):
-        grad = order[i].grad
+        node = order[i]
+        grad = node.grad
         sends = []
-        for child, local in zip(templates[i]["children"], order[i]._local_grads, strict=True):
+        for child, local in zip(compiled.children[i], node._local_grads, strict=True):
             contribution = local * grad
-            running[child] += contribution
-            poison += contribution * 0.0 + running[child] * 0.0
+            after = running[child] = running[child] + contribution
             sends.append(
                 {
                     "to": child,
                     "local_grad": local,
                     "contribution": contribution,
-                    "grad_after": running[child],
+                    "grad_after": after,
                 }
             )
         backward.append({"node": i, "grad": grad, "sends": sends})
-    if poison != 0.0:
+    # Every local derivative and gradient passes through a send into some running sum, so a
+    # non-finite one (an overflow on the way back) leaves a sum non-finite: one check finds it.
+    if not all(map(math.isfinite, running)):
         raise _non_finite(nodes)
     root = order[compiled.root]
     return {

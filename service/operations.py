@@ -51,7 +51,8 @@ OPERATIONS: tuple[Operation, ...] = (
         False,
         "d(a / b)/da = 1 / b; d(a / b)/db = -a / b ** 2",
         "a * b ** -1",
-        lambda a, b: (1.0 / b, -a / (b * b)),
+        # `-a / b / b`, not `-a / (b * b)`: b * b underflows to 0 for |b| < 1e-162
+        lambda a, b: (1.0 / b, -a / b / b),
     ),
 )
 

@@ -14,7 +14,7 @@ import unicodedata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from service.engine import Value, finite, format_number, power
 from service.errors import DomainError, ExpressionError, LimitExceeded, Span
@@ -90,23 +90,31 @@ class ParsedExpression:
         return order
 
     def evaluate(
-        self, env: dict[str, Value], locate: Callable[[Node], int | None] | None = None
-    ) -> dict[Node, Value | float]:
+        self,
+        env: dict[str, Value],
+        locate: Callable[[Node], int | None] | None = None,
+        *,
+        apply: Callable[..., Value | float] | None = None,
+        constant: Callable[[float], Value | float] = float,
+    ) -> dict[Node, Any]:
         """Run the tree as Python would run the text, with `env` giving each variable's `Value`.
 
         Python's own operator dispatch (`2 - a` calls `a.__rsub__(2)`) builds exactly micrograd's
         graph. Returns every tree node's result: a `Value`, or a float for a folded constant.
-        A `DomainError` carries the failing operation's span, and its graph node from `locate`.
+        `apply(op, exponent, *operands)` and `constant(value)` replace how an operation and a
+        constant are made, for another view of the same tree. A `DomainError` carries the
+        failing operation's span, and its graph node from `locate`.
         """
-        results: dict[Node, Value | float] = {}
+        apply = apply or apply_operation
+        results: dict[Node, Any] = {}
         for node in self.postorder():
             if node.kind == "variable":
                 results[node] = env[node.name]
             elif node.kind == "constant":
-                results[node] = node.value
+                results[node] = constant(node.value)
             else:
                 try:
-                    results[node] = _apply(node.op, node.exponent, *(results[a] for a in node.args))
+                    results[node] = apply(node.op, node.exponent, *(results[a] for a in node.args))
                 except DomainError as error:
                     if (
                         node.op == "/"
@@ -119,6 +127,11 @@ class ParsedExpression:
         return results
 
     @cached_property
+    def variable_set(self) -> frozenset[str]:
+        """The variables, for membership tests in time independent of their number."""
+        return frozenset(self.variables)
+
+    @cached_property
     def sympy(self) -> sympy.Expr:
         """The same expression in sympy, built from the tree (never from text)."""
         from service import symbolic
@@ -126,7 +139,7 @@ class ParsedExpression:
         return symbolic.from_tree(self.postorder(), self.root)
 
 
-def _apply(op: str, exponent: float | None, *operands: Value | float) -> Value | float:
+def apply_operation(op: str, exponent: float | None, *operands: Value | float) -> Value | float:
     """One operation on Values or plain numbers, with Python's semantics for both."""
     if op == "+":
         return operands[0] + operands[1]
@@ -157,7 +170,7 @@ def _fold(op: str, exponent: float | None, *args: float) -> float:
     if op == "neg":
         return -args[0]
     # The primitives compute on numbers exactly as Python does; the engine adds its checks.
-    result = _apply(op, exponent, *(Value(arg) for arg in args))
+    result = apply_operation(op, exponent, *(Value(arg) for arg in args))
     assert isinstance(result, Value)
     return result.data
 

@@ -1,0 +1,79 @@
+"""The evaluator's cache and its guards against costs that grow with the request."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from service.errors import BindingError, DomainError
+from service.evaluator import Evaluator
+
+
+def _sum(n: int, offset: int = 0) -> str:
+    return " + ".join(f"x{offset + i}" for i in range(n))
+
+
+def test_repeated_expressions_come_from_the_cache() -> None:
+    evaluator = Evaluator()
+    first = evaluator.compile("(a + b) * c")
+    assert evaluator.compile("(a + b) * c") is first
+    assert evaluator.compile("(a + b) * c", "primitive") is not first  # keyed by granularity too
+    info = evaluator.cache_info()
+    assert (info["hits"], info["misses"], info["entries"]) == (1, 2, 2)
+    # New bindings, the same compiled shape, fresh numbers.
+    assert evaluator.evaluate("(a + b) * c", {"a": 1, "b": 1, "c": 1})["value"] == 2.0
+    assert evaluator.evaluate("(a + b) * c", {"a": 2, "b": -3, "c": 10})["value"] == -10.0
+
+
+def test_the_cache_is_bounded_by_entries() -> None:
+    evaluator = Evaluator(cache_size=3)
+    for i in range(10):
+        evaluator.compile(f"a + {i}")
+    assert evaluator.cache_info()["entries"] == 3
+    # Least recently used goes first: the last three stay.
+    evaluator.compile("a + 9")
+    assert evaluator.cache_info()["hits"] == 1
+
+
+def test_the_cache_is_bounded_by_graph_nodes() -> None:
+    evaluator = Evaluator(cache_size=100, cache_nodes=2_500)
+    for offset in range(5):
+        evaluator.compile(_sum(500, offset * 1000))  # 999 nodes each
+    info = evaluator.cache_info()
+    assert info["nodes"] <= 2_500
+    assert info["entries"] == 2
+    # An expression larger than the whole budget is evaluated but never cached.
+    evaluator.compile(_sum(2_000))
+    assert evaluator.cache_info()["nodes"] <= 2_500
+    assert evaluator.compile(_sum(2_000)) is not evaluator.compile(_sum(2_000))
+
+
+def test_a_disabled_cache_keeps_nothing() -> None:
+    evaluator = Evaluator(cache_size=0)
+    evaluator.compile("a * b")
+    assert evaluator.cache_info()["entries"] == 0
+
+
+def test_checking_many_bindings_takes_linear_time() -> None:
+    # 5,000 variables: a name lookup per binding, not a scan of every variable per binding.
+    expression = _sum(5_000)
+    evaluator = Evaluator()
+    bindings = {f"x{i}": 1.0 for i in range(5_000)}
+    evaluator.compile(expression)
+    started = time.perf_counter()
+    with pytest.raises(BindingError) as raised:
+        evaluator.evaluate(expression, {**bindings, "typo": 1.0})
+    assert time.perf_counter() - started < 1.0
+    assert raised.value.variables == ["typo"]
+    assert evaluator.evaluate(expression, bindings)["value"] == 5_000.0
+
+
+@pytest.mark.parametrize("granularity", ["operator", "primitive"])
+@pytest.mark.parametrize("divisor", [1e-200, 5e-324, -1e-170])
+def test_a_tiny_divisor_is_a_domain_error(granularity: str, divisor: float) -> None:
+    # 1/b is finite but -a/b**2 is not: the derivative overflows, and says so.
+    with pytest.raises(DomainError) as raised:
+        Evaluator().evaluate("a / b", {"a": 1.0, "b": divisor}, granularity)
+    assert raised.value.kind in ("overflow", "non_finite")
+    assert raised.value.span == (0, 5)
