@@ -1,0 +1,1 @@
+"""Benchmarks of the engine, the parser, the request path and memory: `python -m bench`."""
