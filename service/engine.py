@@ -32,6 +32,12 @@ def power(x: float, k: float) -> float:
         raise DomainError("overflow", message) from None
 
 
+# Local derivatives that do not depend on the data, shared by every node that has them rather
+# than allocated per node: a large graph is mostly sums, and memory is what limits its speed.
+_SUM_GRADS = (1.0, 1.0)
+_RELU_ON, _RELU_OFF = (1.0,), (0.0,)
+
+
 class Value:
     """A scalar that remembers how it was computed, so gradients can flow back through it."""
 
@@ -56,7 +62,7 @@ class Value:
     def __add__(self, other: Value | float) -> Value:
         other = other if isinstance(other, Value) else Value(other)
         out = finite(self.data + other.data, "a sum")
-        return Value(out, (self, other), (1.0, 1.0), "+")
+        return Value(out, (self, other), _SUM_GRADS, "+")
 
     def __mul__(self, other: Value | float) -> Value:
         other = other if isinstance(other, Value) else Value(other)
@@ -93,7 +99,7 @@ class Value:
     def relu(self) -> Value:
         x = self.data
         # micrograd: data `0 if x < 0 else x`, local derivative `x > 0`, so 0 at x = 0.
-        return Value(0.0 if x < 0 else x, (self,), (1.0 if x > 0 else 0.0,), "relu")
+        return Value(0.0 if x < 0 else x, (self,), _RELU_ON if x > 0 else _RELU_OFF, "relu")
 
     def tanh(self) -> Value:
         t = math.tanh(self.data)
