@@ -11,7 +11,6 @@ from marshmallow import Schema, ValidationError, fields, validate
 from service.api.kinds import KINDS, type_uri
 from service.api.request import NonFiniteNumber
 from service.evaluator import DEFAULT_GRANULARITY, GRANULARITIES
-from service.limits import DEFAULT_LIMITS
 
 
 def _out(field: type[fields.Field], description: str, *args: Any, **kwargs: Any) -> fields.Field:
@@ -73,15 +72,11 @@ def _granularity() -> fields.String:
 
 
 def _expression() -> fields.String:
-    # The limits are documented at their defaults but enforced by the core, as configured, so
-    # a longer expression gets its own `expression-too-long` problem rather than a schema error.
     return fields.String(
         required=True,
         metadata={
             "description": "The expression, e.g. `(a + b) * c`: numbers, variables, "
-            "`+ - * / ** ^`, parentheses and exp, log, relu, tanh. See GET /v1/operations "
-            "for the limits in force (the maximum length shown is the default).",
-            "maxLength": DEFAULT_LIMITS.max_expression_length,
+            "`+ - * / ** ^`, parentheses and exp, log, relu, tanh. See GET /v1/operations."
         },
     )
 
@@ -90,11 +85,7 @@ class GradientsRequestSchema(Schema):
     expression = _expression()
     bindings = Bindings(
         required=True,
-        metadata={
-            "description": "A finite number for every variable of the expression, and nothing "
-            "else (the maximum count shown is the default).",
-            "maxProperties": DEFAULT_LIMITS.max_bindings,
-        },
+        metadata={"description": "A finite number for every variable of the expression."},
     )
     granularity = _granularity()
 
