@@ -121,12 +121,9 @@ def _as_value(result: Value | float) -> Value:
 def _primitive_sources(parsed: ParsedExpression, results: dict[Node, Value | float]) -> dict:
     """Which syntax-tree node made each primitive node: `a - b` makes `b * -1`, `-1` and `+`."""
     sources: dict[int, Node] = {}
-    root = results[parsed.root]
-    if not isinstance(root, Value):  # a constant expression: its one leaf
-        return {}
     for source in parsed.postorder():
         result = results[source]
-        if not isinstance(result, Value):
+        if not isinstance(result, Value):  # a folded constant: no node of its own
             continue
         constants = {arg.value: arg for arg in source.args if arg.is_constant}
         stack = [result]
