@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from service.i18n import _
+
 Span = tuple[int, int]
 
 
@@ -75,6 +77,18 @@ class DomainError(AutogradError, ArithmeticError):
     def as_dict(self) -> dict[str, Any]:
         located = {"node": self.node, "span": list(self.span) if self.span else None}
         return {**super().as_dict(), **located}
+
+
+class BudgetExceeded(AutogradError):
+    """The work ran past its time budget and was stopped (see `service.budget`)."""
+
+    def __init__(self, kind: str, seconds: float) -> None:
+        message = _("the work took longer than its time budget of {seconds} s", seconds=f"{seconds:g}")
+        super().__init__(kind, message)
+        self.seconds = seconds
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**super().as_dict(), "budget_seconds": self.seconds}
 
 
 # Every kind, with the class that raises it: the HTTP layer maps each to a problem type and status.
