@@ -83,7 +83,9 @@ class BudgetExceeded(AutogradError):
     """The work ran past its time budget and was stopped (see `service.budget`)."""
 
     def __init__(self, kind: str, seconds: float) -> None:
-        message = _("the work took longer than its time budget of {seconds} s", seconds=f"{seconds:g}")
+        message = _(
+            "the work took longer than its time budget of {seconds} s", seconds=f"{seconds:g}"
+        )
         super().__init__(kind, message)
         self.seconds = seconds
 
