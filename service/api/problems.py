@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any, TypeVar
@@ -12,11 +13,12 @@ from werkzeug.exceptions import HTTPException
 
 from service.api import json_response
 from service.api.examples import REFUSED, refusal
-from service.api.kinds import HTTP_KINDS, KINDS, Problem, slug, type_uri
 from service.api.logs import LOGGER
 from service.api.request import REQUEST_ID_HEADER, RESPONSE_HEADERS
-from service.api.schemas import ProblemSchema
-from service.errors import AutogradError, BindingError, DomainError, ExpressionError, LimitExceeded
+from service.api.docs import served_spec
+from service.api.schemas import ProblemSchema, bindings_property
+from service.errors import AutogradError, BindingError
+from service.kinds import HTTP_KINDS, KINDS, Problem, core_problem, problem_body
 
 PROBLEM_MIMETYPE = "application/problem+json"
 View = TypeVar("View", bound=Callable[..., Any])
@@ -28,10 +30,10 @@ _SAMPLES: dict[str, tuple[str, dict[str, Any]]] = {
         {},
     ),
     "validation-error": (
-        "/bindings/a: a must be bound to a finite number, not NaN",
+        "/granularity: Must be one of: operator, primitive.",
         {
             "errors": [
-                {"pointer": "/bindings/a", "detail": "a must be bound to a finite number, not NaN"}
+                {"pointer": "/granularity", "detail": "Must be one of: operator, primitive."}
             ]
         },
     ),
@@ -50,36 +52,22 @@ _SAMPLES: dict[str, tuple[str, dict[str, Any]]] = {
 }
 
 
-def problem_body(kind: str, detail: str, **extensions: Any) -> dict[str, Any]:
-    status, title = KINDS[kind]
-    return {
-        "type": type_uri(kind),
-        "title": title,
-        "status": status,
-        "detail": detail,
-        **extensions,
-    }
-
-
 def problem_response(body: dict[str, Any], headers: dict[str, str] | None = None) -> Response:
     response = json_response(body, body["status"], PROBLEM_MIMETYPE)
     response.headers.update(headers or {})
     return response
 
 
-def core_problem(error: AutogradError) -> dict[str, Any]:
-    """The problem for a refusal by the core, with every detail it knows about the fault."""
-    extensions: dict[str, Any] = {}
-    span = error.span if isinstance(error, ExpressionError | DomainError) else None
-    if span is not None:
-        extensions["position"] = {"start": span[0], "end": span[1]}
-    if isinstance(error, LimitExceeded):
-        extensions.update(limit=error.limit, maximum=error.maximum)
-    if isinstance(error, BindingError):
-        extensions["variables"] = list(error.variables)
-    if isinstance(error, DomainError):
-        extensions["node"] = error.node
-    return problem_body(slug(error.kind), error.message, **extensions)
+def core_refusal(error: AutogradError) -> Response:
+    """The core's refusal as a problem; a binding that is not a number is pointed at as well."""
+    body = core_problem(error)
+    if isinstance(error, BindingError) and error.kind == "invalid_binding":
+        # Over HTTP the value sits in the body's `bindings`: point at it as a validation does.
+        body["errors"] = [
+            {"pointer": f"/bindings/{_escaped(name)}", "detail": error.message}
+            for name in error.variables
+        ]
+    return problem_response(body)
 
 
 def http_problem(error: HTTPException) -> Response:
@@ -127,9 +115,13 @@ def _pointers(messages: Any, pointer: str) -> list[dict[str, str]]:
     errors = []
     for key, nested in messages.items():
         # `_schema` holds errors about the object itself rather than one of its members.
-        escaped = str(key).replace("~", "~0").replace("/", "~1")
-        errors += _pointers(nested, pointer if key == "_schema" else f"{pointer}/{escaped}")
+        errors += _pointers(nested, pointer if key == "_schema" else f"{pointer}/{_escaped(key)}")
     return errors
+
+
+def _escaped(key: object) -> str:
+    """A member name as one reference token of a JSON pointer (RFC 6901)."""
+    return str(key).replace("~", "~0").replace("/", "~1")
 
 
 def unexpected(error: BaseException) -> Response:
@@ -168,6 +160,14 @@ class ProblemApi(Api):
 
     ERROR_SCHEMA = ProblemSchema
 
+    def _init_spec(self, *args: Any, **kwargs: Any) -> None:
+        super()._init_spec(*args, **kwargs)
+        self.ma_plugin.converter.add_attribute_function(bindings_property)  # type: ignore[union-attr]
+
+    def _openapi_json(self) -> Response:
+        # flask-smorest would serve the spec as built; this one states the limits in force.
+        return Response(json.dumps(served_spec(current_app), indent=2), mimetype="application/json")
+
     def handle_http_exception(self, error: HTTPException) -> Response:  # type: ignore[override]
         return http_problem(error)
 
@@ -176,7 +176,7 @@ class ProblemApi(Api):
         self._app.register_error_handler(
             Problem, lambda e: problem_response(problem_body(e.kind, e.detail, **e.extensions))
         )
-        self._app.register_error_handler(AutogradError, lambda e: problem_response(core_problem(e)))
+        self._app.register_error_handler(AutogradError, core_refusal)
         self._app.register_error_handler(Exception, unexpected)
 
     def _register_pagination_header(self) -> None:
