@@ -51,9 +51,9 @@ class Gunicorn:
         with Gunicorn(env={"AUTOGRAD_WORKERS": "1"}) as server:
             requests.get(f"{server.url}/healthz")
 
-    Everything the server writes (its log and the access log) goes to one temporary file, read
-    with `output()`. The server runs in its own process group, so stopping it never leaves a
-    worker behind.
+    Everything the server writes (its log and, unless `keep_access_log` is off, the access log)
+    goes to one temporary file, read with `output()`. The server runs in its own process group,
+    so stopping it never leaves a worker behind.
     """
 
     def __init__(
@@ -63,6 +63,7 @@ class Gunicorn:
         app: str = APP,
         root: Path = ROOT,
         ready_timeout: float = 90.0,
+        keep_access_log: bool = True,
     ) -> None:
         self.root = root
         self.port = free_port()
@@ -74,6 +75,8 @@ class Gunicorn:
             "--bind", f"{HOST}:{self.port}", *args, app,
         ]  # fmt: skip
         self.ready_timeout = ready_timeout
+        # Without it, stdout (the access log) is discarded: a long run would fill the disk.
+        self.keep_access_log = keep_access_log
         self.process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
 
@@ -101,8 +104,8 @@ class Gunicorn:
             self.command,
             cwd=self.root,
             env=self.env,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
+            stdout=self._log if self.keep_access_log else subprocess.DEVNULL,
+            stderr=self._log,
             start_new_session=True,
         )
         try:

@@ -6,7 +6,6 @@ from conftest import LESSON, make_app, strict
 from flask import Flask
 from flask.testing import FlaskClient
 
-from service.app import create_app
 from service.evaluator import Evaluator
 from service.limits import DEFAULT_LIMITS
 from service.operations import OPERATIONS

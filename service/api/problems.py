@@ -12,10 +12,10 @@ from flask_smorest import Api, Blueprint
 from werkzeug.exceptions import HTTPException
 
 from service.api import json_response
+from service.api.docs import served_spec
 from service.api.examples import REFUSED, refusal
 from service.api.logs import LOGGER
 from service.api.request import REQUEST_ID_HEADER, RESPONSE_HEADERS
-from service.api.docs import served_spec
 from service.api.schemas import ProblemSchema, bindings_property
 from service.errors import AutogradError, BindingError
 from service.kinds import HTTP_KINDS, KINDS, Problem, core_problem, problem_body
