@@ -84,8 +84,11 @@ def test_a_problem_is_printed_as_the_api_answers_it(
     expression, bindings = argv[1], dict(arg.split("=") for arg in argv[2:])
     body = {"expression": expression, "bindings": {k: float(v) for k, v in bindings.items()}}
     answered = make_app().test_client().post("/v1/gradients", json=body).get_json()
-    # `errors` points into the HTTP request's body, which the command line has not got.
-    assert printed == {key: value for key, value in answered.items() if key != "errors"}
+    # `errors` points into the HTTP request's body, which the command line has not got; a value
+    # that is not a number is named as each reader spells it (`nan`, JSON's `NaN`).
+    assert printed.keys() == answered.keys() - {"errors"}
+    different = {"detail"} if kind == "invalid-binding" else set()
+    assert all(printed[key] == answered[key] for key in printed.keys() - different)
     assert printed["type"] == f"https://autograd-service.dev/problems/{kind}"
     assert printed["title"] and printed["detail"] and printed["status"] == 422
     assert {key: printed[key] for key in members} == members
