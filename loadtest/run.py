@@ -419,9 +419,7 @@ def main(argv: list[str] | None = None) -> int:
         threads.append(threading.Thread(target=sample_memory, args=(run, gunicorn.pid)))
         kill_at = args.kill_at if args.kill_at is not None else args.duration / 2
         threads.append(
-            threading.Thread(
-                target=kill_a_worker, args=(run, gunicorn.pid, kill_at, args.workers)
-            )
+            threading.Thread(target=kill_a_worker, args=(run, gunicorn.pid, kill_at, args.workers))
         )
         for thread in threads:
             thread.start()

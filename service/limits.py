@@ -28,7 +28,9 @@ class Limits:
     max_depth: int = limit(200, _("Nesting of parentheses, calls, unary signs and `**`."))
     max_nodes: int = limit(20_000, _("Nodes of the primitive graph micrograd would build."))
     max_identifier_length: int = limit(64, _("Characters in one variable name."))
-    max_constant_magnitude: float = limit(1e300, _("Largest |c| of a literal or folded constant."))
+    max_constant_magnitude: float = limit(
+        1e300, _("Largest absolute value of a literal or folded constant.")
+    )
     max_bindings: int = limit(10_000, _("Entries in one request's bindings."))
 
     def as_dict(self) -> dict[str, Any]:

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
+import pytest
 from conftest import LESSON, make_app, strict
 from flask import Flask
 from flask.testing import FlaskClient
@@ -100,3 +105,29 @@ def test_large_but_legal_requests_are_answered(client: FlaskClient) -> None:
     response = client.post("/v1/gradients", json=body)
     assert response.status_code == 200
     assert strict(response.data)["value"] == 3000
+
+
+@pytest.mark.slow
+def test_serving_never_imports_sympy() -> None:
+    # sympy is the tests' oracle only; the app, every endpoint and the command line do without it.
+    program = """
+import json, sys
+from service.app import create_app
+from service.cli import main
+client = create_app({"TESTING": True}).test_client()
+assert client.post("/v1/gradients", json=json.loads(sys.argv[1])).status_code == 200
+graph = {"expression": "exp(a) / log(b) - relu(c) ** 2"}
+assert client.post("/v1/graph", json=graph).status_code == 200
+for path in ("/v1/operations", "/openapi.json", "/openapi.yaml", "/docs", "/healthz"):
+    assert client.get(path).status_code == 200, path
+print(json.dumps("sympy" in sys.modules))
+"""
+    finished = subprocess.run(
+        [sys.executable, "-c", program, json.dumps(LESSON)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert finished.returncode == 0, finished.stderr
+    assert finished.stdout.strip() == "false"

@@ -69,6 +69,18 @@ SETTINGS: dict[str, Setting] = {
 DEFAULTS: dict[str, Any] = {name: setting.default for name, setting in SETTINGS.items()}
 
 
+def settings_table() -> str:
+    """The settings as the rows of the README's Markdown table: `python -m service.api.config`."""
+
+    def shown(value: Any) -> str:
+        return f"{value:g}" if isinstance(value, float) else str(value)
+
+    return "".join(
+        f"| `{setting.variable}` | `{shown(setting.default)}` | {setting.meaning} |\n"
+        for setting in SETTINGS.values()
+    )
+
+
 def check_variables(environment: Mapping[str, str]) -> None:
     """Refuses an `AUTOGRAD_*` variable that is no setting: a misspelt one would be ignored."""
     prefix = f"{ENVIRONMENT_PREFIX}_"
@@ -99,10 +111,7 @@ def check_variables(environment: Mapping[str, str]) -> None:
 def limits_from(config: Mapping[str, Any]) -> Limits:
     """The core's limits from the configuration, refusing any that is not a positive number."""
     return Limits(
-        **{
-            f.name: _positive(config, f.name.upper(), type(f.default))
-            for f in fields(Limits)
-        }
+        **{f.name: _positive(config, f.name.upper(), type(f.default)) for f in fields(Limits)}
     )
 
 
@@ -134,9 +143,7 @@ def _positive(config: Mapping[str, Any], key: str, kind: type, minimum: float = 
     if number is None or number != value or number < minimum:
         variable = SETTINGS[key].variable
         if kind is int:
-            expected = (
-                _("a positive whole number") if minimum else _("a non-negative whole number")
-            )
+            expected = _("a positive whole number") if minimum else _("a non-negative whole number")
         else:
             expected = _("a positive number") if minimum else _("a non-negative number")
         raise ConfigurationError(
@@ -144,3 +151,7 @@ def _positive(config: Mapping[str, Any], key: str, kind: type, minimum: float = 
               expected=expected, value=repr(value))
         )  # fmt: skip
     return number
+
+
+if __name__ == "__main__":
+    print(settings_table(), end="")

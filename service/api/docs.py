@@ -8,23 +8,25 @@ from typing import Any
 import yaml
 from flask import Blueprint, Flask, Response, current_app, redirect
 from swagger_ui_bundle import swagger_ui_path
+from werkzeug.wrappers import Response as WerkzeugResponse
 
 import service
 from service.api import EXTENSION
 from service.api.schemas import request_bounds
 
+DOCS_PAGE = "/docs"
 DOCS_ASSETS = "/docs/static"
 SPEC_EXTENSION = "autograd.spec"  # the app's `extensions` key for its `APISpec`
 
 # flask-smorest's settings: it serves /openapi.json and the Swagger UI page at /docs; the page's
 # scripts and styles come from swagger-ui-bundle's files below, so the docs work offline.
-SPEC_SETTINGS = {
+SPEC_SETTINGS: dict[str, Any] = {
     "API_TITLE": "autograd-service",
     "API_VERSION": service.__version__,
     "OPENAPI_VERSION": "3.1.0",
     "OPENAPI_URL_PREFIX": "/",
     "OPENAPI_JSON_PATH": "openapi.json",
-    "OPENAPI_SWAGGER_UI_PATH": "/docs",
+    "OPENAPI_SWAGGER_UI_PATH": DOCS_PAGE,
     "OPENAPI_SWAGGER_UI_URL": f"{DOCS_ASSETS}/",
     # Swagger UI would otherwise send the spec to validator.swagger.io for its badge.
     "OPENAPI_SWAGGER_UI_CONFIG": {"validatorUrl": None},
@@ -52,9 +54,9 @@ def openapi_yaml() -> Response:
 
 
 @blp.route("/docs/")
-def docs_with_a_slash() -> Response:
+def docs_with_a_slash() -> WerkzeugResponse:
     # flask-smorest serves the page at /docs only; people type the slash too.
-    return redirect(SPEC_SETTINGS["OPENAPI_SWAGGER_UI_PATH"], code=308)
+    return redirect(DOCS_PAGE, code=308)
 
 
 def served_spec(app: Flask) -> dict[str, Any]:

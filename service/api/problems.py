@@ -31,11 +31,7 @@ _SAMPLES: dict[str, tuple[str, dict[str, Any]]] = {
     ),
     "validation-error": (
         "/granularity: Must be one of: operator, primitive.",
-        {
-            "errors": [
-                {"pointer": "/granularity", "detail": "Must be one of: operator, primitive."}
-            ]
-        },
+        {"errors": [{"pointer": "/granularity", "detail": "Must be one of: operator, primitive."}]},
     ),
     "unsupported-media-type": (
         "the body must be JSON sent with Content-Type: application/json; this one is text/plain",
@@ -162,13 +158,13 @@ class ProblemApi(Api):
 
     def _init_spec(self, *args: Any, **kwargs: Any) -> None:
         super()._init_spec(*args, **kwargs)
-        self.ma_plugin.converter.add_attribute_function(bindings_property)  # type: ignore[union-attr]
+        self.ma_plugin.converter.add_attribute_function(bindings_property)
 
     def _openapi_json(self) -> Response:
         # flask-smorest would serve the spec as built; this one states the limits in force.
         return Response(json.dumps(served_spec(current_app), indent=2), mimetype="application/json")
 
-    def handle_http_exception(self, error: HTTPException) -> Response:  # type: ignore[override]
+    def handle_http_exception(self, error: HTTPException) -> Response:
         return http_problem(error)
 
     def _register_error_handlers(self) -> None:
@@ -220,4 +216,7 @@ def documents_problems(blp: Blueprint, *statuses: int) -> Callable[[View], View]
     """Documents the problems a view can answer with, besides the 422 of its arguments."""
     # One `doc` naming the registered responses, rather than an `alt_response` per status: each
     # of those would wrap the view once more, at a cost on every request.
-    return blp.doc(responses={str(status): HTTPStatus(status).name for status in statuses})
+    document: Callable[[View], View] = blp.doc(
+        responses={str(status): HTTPStatus(status).name for status in statuses}
+    )
+    return document

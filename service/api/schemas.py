@@ -13,7 +13,7 @@ from service.kinds import KINDS, type_uri
 from service.limits import DEFAULT_LIMITS, Limits
 
 
-def _out(field: type[fields.Field], description: str, *args: Any, **kwargs: Any) -> fields.Field:
+def _out(field: type[fields.Field[Any]], description: str, *args: Any, **kwargs: Any) -> Any:
     """A field every response carries, so the spec can say it is required."""
     return field(*args, required=True, metadata={"description": description}, **kwargs)
 
@@ -52,7 +52,7 @@ class Bindings(fields.Dict):
 
 
 def bindings_property(
-    converter: FieldConverterMixin, field: fields.Field, **kwargs: Any
+    converter: FieldConverterMixin, field: fields.Field[Any], **kwargs: Any
 ) -> dict[str, Any]:
     """apispec attribute function: the bindings' value type and the bounds apispec cannot say."""
     if not isinstance(field, Bindings):
@@ -99,7 +99,7 @@ class GraphRequestSchema(Schema):
     granularity = _granularity()
 
 
-def _span() -> fields.List:
+def _span() -> Any:
     return _out(
         fields.List,
         "`[start, end)`: the characters of the expression this node was written as.",
@@ -257,7 +257,7 @@ class PointerSchema(Schema):
     detail = _out(fields.String, "What is wrong with it.")
 
 
-def _problem(field: type[fields.Field], description: str, *args: Any, **kwargs: Any) -> Any:
+def _problem(field: type[fields.Field[Any]], description: str, *args: Any, **kwargs: Any) -> Any:
     return field(*args, metadata={"description": description}, **kwargs)
 
 
