@@ -18,6 +18,7 @@ from service.api.logs import LOGGER
 from service.api.request import REQUEST_ID_HEADER, RESPONSE_HEADERS
 from service.api.schemas import ProblemSchema, bindings_property
 from service.errors import AutogradError, BindingError
+from service.i18n import _
 from service.kinds import HTTP_KINDS, KINDS, Problem, core_problem, problem_body
 
 PROBLEM_MIMETYPE = "application/problem+json"
@@ -82,16 +83,26 @@ def http_problem(error: HTTPException) -> Response:
         return unexpected(error.original_exception or error)  # type: ignore[attr-defined]
     if kind == "not-found":
         return problem_response(
-            problem_body(kind, f"nothing is at {request.path}; the API is described at /docs")
+            problem_body(
+                kind,
+                _("nothing is at {path}; the API is described at /docs", path=request.path),
+            )
         )
     if kind == "method-not-allowed":
         allowed = ", ".join(sorted(getattr(error, "valid_methods", None) or ()))
-        detail = f"{request.method} is not allowed on {request.path}; use {allowed}"
+        detail = _(
+            "{method} is not allowed on {path}; use {allowed}",
+            method=request.method,
+            path=request.path,
+            allowed=allowed,
+        )
         return problem_response(problem_body(kind, detail), {"Allow": allowed})
     if kind == "body-too-large":
         limit = current_app.config["MAX_CONTENT_LENGTH"]
         return problem_response(
-            problem_body(kind, f"the request body is larger than the {limit} bytes accepted")
+            problem_body(
+                kind, _("the request body is larger than the {limit} bytes accepted", limit=limit)
+            )
         )
     messages = (getattr(error, "data", None) or {}).get("messages")
     if kind == "validation-error" and messages:
@@ -134,8 +145,11 @@ def unexpected(error: BaseException) -> Response:
     return problem_response(
         problem_body(
             "internal-error",
-            f"the service failed unexpectedly; the request id {request_id} identifies the failure "
-            "in its logs",
+            _(
+                "the service failed unexpectedly; the request id {request_id} identifies the "
+                "failure in its logs",
+                request_id=request_id,
+            ),
         )
     )
 

@@ -289,6 +289,6 @@ class ProblemSchema(Schema):
     maximum = _problem(fields.Float, "Limit problems: the limit's value.")
     errors = _problem(
         fields.List,
-        "Validation problems: each part of the body at fault.",
+        "Validation and invalid-binding problems: each part of the body at fault.",
         fields.Nested(PointerSchema),
     )
