@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -127,3 +128,18 @@ def check_lesson(client: FlaskClient, headers: Mapping[str, str] | None = None) 
     assert document["value"] == LESSON_VALUE
     assert document["gradients"] == LESSON_GRADIENTS
     return document
+
+
+SLOW_MODULE = "pytestmark = pytest.mark.slow"  # how a module marks all its tests slow
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    # The fast loop (`-m "not slow"`) does not even import a module that is slow as a whole:
+    # building its cases (the schemathesis run, hundreds of hostile bodies) takes seconds.
+    if "not slow" not in (config.option.markexpr or ""):
+        return None
+    if collection_path.suffix == ".py" and collection_path.name.startswith("test_"):
+        lines = collection_path.read_text(encoding="utf-8").splitlines()
+        if any(line.startswith(SLOW_MODULE) for line in lines):
+            return True
+    return None
