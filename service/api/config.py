@@ -16,11 +16,12 @@ ENVIRONMENT_PREFIX = "AUTOGRAD"
 SERVER_VARIABLES = ("AUTOGRAD_WORKERS",)
 
 
-class ConfigurationError(RuntimeError):
+class ConfigurationError(RuntimeError, ValueError):
     """A setting the service cannot start with, said in one line.
 
     A RuntimeError because gunicorn reports one raised while it loads the app as a single
-    `Error: ...` line and exits with status 1, instead of printing a traceback.
+    `Error: ...` line and exits with status 1, instead of printing a traceback; a ValueError
+    because it is one, for callers of `create_app` that catch those.
     """
 
 
