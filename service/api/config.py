@@ -43,7 +43,7 @@ class Setting:
 SETTINGS: dict[str, Setting] = {
     setting.name: setting
     for setting in (
-        *(Setting(f.name.upper(), f.default, f.metadata[MEANING]) for f in fields(Limits)),
+        *(Setting(f.name.upper(), f.default, f.metadata.get(MEANING, "")) for f in fields(Limits)),
         Setting(
             "MAX_BODY_BYTES",
             1024 * 1024,
