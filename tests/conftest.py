@@ -12,10 +12,11 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from service.api.config import DEFAULTS
+from service.api.examples import GRADIENTS_REQUEST
 from service.app import create_app
 
-# The lesson every front end starts with: (a + b) * c at a=2, b=-3, c=10.
-LESSON: dict[str, Any] = {"expression": "(a + b) * c", "bindings": {"a": 2, "b": -3, "c": 10}}
+# The lesson every front end starts with, as the spec shows it: (a + b) * c at a=2, b=-3, c=10.
+LESSON: dict[str, Any] = GRADIENTS_REQUEST
 LESSON_VALUE = -10
 LESSON_GRADIENTS = {"a": 10, "b": 10, "c": -1}
 

@@ -124,4 +124,5 @@ def test_variables_for_the_server_are_not_the_apps_concern(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("AUTOGRAD_WORKERS", "3")  # gunicorn.conf.py reads it
+    monkeypatch.setenv("AUTOGRAD_REPLICA_WORKERS", "2")  # docker-compose.yml reads it
     assert create_app({"TESTING": True}).extensions["autograd"]

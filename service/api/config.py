@@ -12,8 +12,9 @@ from service.limits import MEANING, Limits
 
 ENVIRONMENT_PREFIX = "AUTOGRAD"
 
-# Variables with the prefix that are not settings of the app: gunicorn.conf.py reads them.
-SERVER_VARIABLES = ("AUTOGRAD_WORKERS",)
+# Variables with the prefix that are not settings of the app: gunicorn.conf.py reads the first,
+# docker-compose.yml the second (the replicas' workers).
+SERVER_VARIABLES = ("AUTOGRAD_WORKERS", "AUTOGRAD_REPLICA_WORKERS")
 
 
 class ConfigurationError(RuntimeError, ValueError):
