@@ -16,6 +16,7 @@ class Limits:
     max_identifier_length: int = 64  # characters in one variable name
     max_constant_magnitude: float = 1e300  # |c| for every literal and folded constant
     max_bindings: int = 10_000  # entries in one request's bindings
+    max_statements: int = 1_000  # statements of one program
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

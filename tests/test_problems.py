@@ -20,6 +20,7 @@ LIMITS = {
     "MAX_EXPRESSION_LENGTH": 200,
     "MAX_DEPTH": 5,
     "MAX_NODES": 12,
+    "MAX_STATEMENTS": 5,
     "MAX_IDENTIFIER_LENGTH": 8,
     "MAX_CONSTANT_MAGNITUDE": 1000,
     "MAX_BINDINGS": 3,
@@ -63,8 +64,14 @@ def problem(response: Any, kind: str, **expected: Any) -> dict[str, Any]:
     return body
 
 
-def at(start: int, end: int) -> dict[str, int]:
-    return {"start": start, "end": end}
+def at(start: int, end: int, line: int = 1, column: int | None = None) -> dict[str, int]:
+    """A problem's position: single-line expressions start on line 1, at column start + 1."""
+    return {
+        "start": start,
+        "end": end,
+        "line": line,
+        "column": start + 1 if column is None else column,
+    }
 
 
 # The core's refusals: kind, expression, bindings and the members the problem must carry.
@@ -109,6 +116,20 @@ CORE = [
         {},
         {"limit": "max_constant_magnitude", "maximum": 1000, "position": at(4, 8)},
     ),
+    (
+        "too-many-statements",
+        "a = x\nb = a\nc = b\nd = c\ne = d\nf = e",
+        {"x": 1},
+        {"limit": "max_statements", "maximum": 5, "position": at(30, 31, line=6, column=1)},
+    ),
+    ("function-name", "exp + 1", {}, {"position": at(0, 3)}),
+    (
+        "used-before-assignment",
+        "y = x * 2\nx = Value(1.0)",
+        {},
+        {"position": at(4, 5)},
+    ),
+    ("unknown-output", "y = x * 2", {"x": 1}, {"variables": ["z"]}),
     ("unbound-variables", "(a + b) * c", {"a": 2, "b": -3}, {"variables": ["c"]}),
     ("unknown-variables", "a", {"a": 1, "b": 2, "z": 3}, {"variables": ["b", "z"]}),
     ("too-many-bindings", "a+b+c+d", dict.fromkeys("abcd", 1), {"variables": []}),
@@ -120,14 +141,19 @@ CORE = [
 ]
 
 
+# Request members besides the expression and bindings.
+EXTRA = {"unknown-output": {"output": "z"}}
+
+
 @pytest.mark.parametrize(
     ("kind", "expression", "bindings", "expected"), CORE, ids=[case[0] for case in CORE]
 )
 def test_core_refusals(
     client: FlaskClient, kind: str, expression: str, bindings: dict, expected: dict
 ) -> None:
+    request = {"expression": expression, "bindings": bindings, **EXTRA.get(kind, {})}
     body = problem(
-        client.post("/v1/gradients", json={"expression": expression, "bindings": bindings}),
+        client.post("/v1/gradients", json=request),
         kind,
         **expected,
     )
@@ -157,7 +183,7 @@ def test_a_variable_over_constant_zero_is_a_domain_problem(client: FlaskClient) 
     assert response.status_code == 422
     body = json.loads(response.data)
     assert body["type"].endswith("/division-by-zero")
-    assert body["position"] == {"start": 0, "end": 5}
+    assert body["position"] == {"start": 0, "end": 5, "line": 1, "column": 1}
 
 
 def test_invalid_binding(app: Flask, client: FlaskClient, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -248,7 +274,6 @@ def test_malformed_json(body: bytes, detail: str) -> None:
         ),
         ('{"expression": "a", "bindings": {}, "extra": 1}', [("/extra", "Unknown field.")]),
         ('{"bindings": {}}', [("/expression", "Missing data for required field.")]),
-        ('{"expression": "a"}', [("/bindings", "Missing data for required field.")]),
         (
             '{"expression": 1, "bindings": []}',
             [("/expression", "Not a valid string."), ("/bindings", "Not a valid mapping type.")],

@@ -18,6 +18,7 @@ SETTINGS: dict[str, tuple[Any, str]] = {
     "MAX_IDENTIFIER_LENGTH": (DEFAULT_LIMITS.max_identifier_length, "characters in a name"),
     "MAX_CONSTANT_MAGNITUDE": (DEFAULT_LIMITS.max_constant_magnitude, "|c| of every constant"),
     "MAX_BINDINGS": (DEFAULT_LIMITS.max_bindings, "entries in one request's bindings"),
+    "MAX_STATEMENTS": (DEFAULT_LIMITS.max_statements, "statements of one program"),
     "MAX_BODY_BYTES": (1024 * 1024, "bytes of request body; larger bodies get a 413"),
     "CACHE_SIZE": (256, "compiled expressions kept per worker (0 turns the cache off)"),
     "CACHE_NODES": (60_000, "graph nodes of all cached expressions together, per worker"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any, TypeVar
@@ -73,6 +74,9 @@ def core_problem(error: AutogradError) -> dict[str, Any]:
     span = error.span if isinstance(error, ExpressionError | DomainError) else None
     if span is not None:
         extensions["position"] = {"start": span[0], "end": span[1]}
+        line, column = getattr(error, "line", None), getattr(error, "column", None)
+        if line is not None:
+            extensions["position"].update(line=line, column=column)
     if isinstance(error, LimitExceeded):
         extensions.update(limit=error.limit, maximum=error.maximum)
     if isinstance(error, BindingError):
@@ -159,7 +163,10 @@ def _examples(status: int) -> dict[str, Any]:
         if KINDS[kind][0] == status
     }
     if status == HTTPStatus.UNPROCESSABLE_ENTITY:
-        samples.update({kind: core_problem(refusal(*sample)) for kind, sample in REFUSED.items()})
+        # plain JSON values: a refusal's sentences are translatable `Message`s
+        samples.update(
+            {kind: json.loads(json.dumps(core_problem(refusal(*s)))) for kind, s in REFUSED.items()}
+        )
     return {kind: {"summary": body["title"], "value": body} for kind, body in samples.items()}
 
 
