@@ -157,7 +157,7 @@ class Lines:
     """Line and column of many positions of one text, each in time independent of the text."""
 
     def __init__(self, text: str) -> None:
-        self.newlines = [i for i, char in enumerate(text) if char == "\n"]
+        self.newlines = [match.start() for match in re.finditer("\n", text)]
 
     def __call__(self, position: int) -> tuple[int, int]:
         before = bisect.bisect_left(self.newlines, position)
@@ -363,7 +363,7 @@ _METHODS = (*FUNCTIONS, "backward")
 _KEYWORD_STATEMENTS: dict[str, Message] = {
     "import": _("remove the import line: Value is built in"),
     "from": _("remove the import line: Value is built in"),
-    "def": _("functions cannot be defined here: write each step as an assignment"),
+    "def": _("functions cannot be defined: paste the function's body without its def line"),
     "class": _("classes cannot be defined here: write each step as an assignment"),
     "for": _("loops are not supported: write each step as its own statement"),
     "while": _("loops are not supported: write each step as its own statement"),
@@ -533,6 +533,9 @@ class _Program:
                         (start, self.terminator.end),
                     )
         span = (start, self.previous_end)
+        for target in targets:  # `x = x + 1` reads x before any statement assigns it
+            if target.text in self.read_as_input:
+                raise self.read_before_assignment(target.text, target)
         for target, node in zip(targets, values, strict=True):
             name = target.text
             if node.kind == "operation" and node.assigned is None:
