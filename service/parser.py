@@ -231,12 +231,13 @@ def _tokens(text: str, limits: Limits) -> Iterator[Token]:
     After the text, `end` tokens follow for ever, so a parser may look ahead freely.
     """
     pos, length = 0, len(text)
-    while pos < length:
-        match = _TOKEN.match(text, pos)
-        if match is None:
-            raise _bad_character(text, pos)
+    longest = limits.max_identifier_length
+    # One scan of the text; a gap between two matches is a character no token takes.
+    for match in _TOKEN.finditer(text):
+        if match.start() != pos:
+            break
         kind, end = match.lastgroup, match.end()
-        if kind == "name" and end - pos > limits.max_identifier_length:
+        if kind == "name" and end - pos > longest:
             raise LimitExceeded(
                 "identifier_too_long",
                 _(
@@ -254,11 +255,15 @@ def _tokens(text: str, limits: Limits) -> Iterator[Token]:
             raise ExpressionError(
                 "unsupported_syntax", _("floor division // is not supported; use /"), (pos, end)
             )
-        if kind == "punctuation" or kind == "equals":
+        if kind == "name" or kind == "number" or kind == "op":
+            yield Token(kind, match.group(), pos, end)
+        elif kind == "punctuation" or kind == "equals":
             yield Token(match.group(), match.group(), pos, end)
-        elif kind not in ("space", "comment"):
-            yield Token(kind or "", match.group(), pos, end)
+        elif kind == "newline" or kind == "augmented":
+            yield Token(kind, match.group(), pos, end)
         pos = end
+    if pos < length:
+        raise _bad_character(text, pos)
     while True:
         yield Token("end", "", length, length)
 
