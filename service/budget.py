@@ -20,6 +20,8 @@ from contextlib import contextmanager
 
 from service.errors import BudgetExceeded
 
+_REPEAT_S = 0.5  # an overrun budget's alarm repeats this often until its block has ended
+
 # The budgets in force, outermost first: (deadline on the monotonic clock, kind, seconds).
 _active: list[tuple[float, str, float]] = []
 
@@ -69,6 +71,8 @@ def _on_alarm(signum: int, frame: object) -> None:
         return
     # The innermost budget whose time is up is the one that was overrun.
     _, kind, seconds = expired[-1]
-    # No further alarm until the handler's exception has unwound to the `finally` above.
-    signal.setitimer(signal.ITIMER_REAL, 0)
+    # The exception can be lost: raised inside a `__del__` or a garbage-collector callback it is
+    # only printed, and a broad `except` in library code may swallow it. So the alarm repeats
+    # until the exception has unwound to the `finally` above, which stops or re-arms the timer.
+    signal.setitimer(signal.ITIMER_REAL, _REPEAT_S)
     raise BudgetExceeded(kind, seconds)

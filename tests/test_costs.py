@@ -6,6 +6,7 @@ import fcntl
 import io
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +16,8 @@ from service.api import costs
 from service.api.config import DEFAULTS, SETTINGS
 from service.api.kinds import KINDS
 from service.app import create_app
+from service.budget import time_budget
+from service.errors import BudgetExceeded
 
 LESSON = {"expression": "(a + b) * c", "bindings": {"a": 2, "b": -3, "c": 10}}
 # Many divisions: the operator view of this shape is the most work per character of expression.
@@ -166,3 +169,36 @@ def test_the_default_response_cap_holds_the_largest_response() -> None:
     response = client.post("/v1/gradients", json=HEAVY)
     assert response.status_code == 200
     assert len(response.data) < DEFAULTS["MAX_RESPONSE_BYTES"]
+
+
+class _SlowFinalizer:
+    """Its `__del__` outlives a short budget, so the budget's exception is raised inside it,
+    where Python only prints it: the one place an exception is always lost."""
+
+    def __del__(self) -> None:
+        end = time.monotonic() + 0.3
+        while time.monotonic() < end:
+            pass
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_lost_budget_exception_is_raised_again() -> None:
+    started = time.monotonic()
+    with pytest.raises(BudgetExceeded), time_budget(0.1):
+        _SlowFinalizer()  # dropped at once; the alarm fires in its `__del__`
+        while time.monotonic() - started < 5:
+            pass
+    assert time.monotonic() - started < 2
+
+
+def test_a_swallowed_budget_exception_is_raised_again() -> None:
+    started = time.monotonic()
+    with pytest.raises(BudgetExceeded), time_budget(0.1):
+        try:
+            while time.monotonic() - started < 0.4:
+                pass
+        except BudgetExceeded:
+            pass  # as a broad `except` in library code would
+        while time.monotonic() - started < 5:
+            pass
+    assert time.monotonic() - started < 2
