@@ -41,6 +41,9 @@ def time_budget(seconds: float, kind: str = "request_too_expensive") -> Iterator
     now = time.monotonic()
     deadline = now + seconds
     previous = signal.getsignal(signal.SIGALRM) if not _active else None
+    # A timer someone else set (a test runner's timeout, say) is put back when the outermost
+    # budget ends, with the time it had left; until then it waits.
+    foreign = signal.getitimer(signal.ITIMER_REAL) if not _active else (0.0, 0.0)
     if previous is not None:
         signal.signal(signal.SIGALRM, _on_alarm)
     _active.append((deadline, kind, seconds))
@@ -54,6 +57,9 @@ def time_budget(seconds: float, kind: str = "request_too_expensive") -> Iterator
         else:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous or signal.SIG_DFL)
+            if foreign[0] > 0:
+                left = foreign[0] - (time.monotonic() - now)
+                signal.setitimer(signal.ITIMER_REAL, max(left, 1e-6), foreign[1])
 
 
 def _arm(now: float) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import io
+import signal
 import subprocess
 import sys
 import time
@@ -202,3 +203,20 @@ def test_a_swallowed_budget_exception_is_raised_again() -> None:
         while time.monotonic() - started < 5:
             pass
     assert time.monotonic() - started < 2
+
+
+def test_a_timer_set_before_the_budget_is_put_back() -> None:
+    fired: list[float] = []
+    previous = signal.signal(signal.SIGALRM, lambda *_: fired.append(time.monotonic()))
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.5)
+        started = time.monotonic()
+        with time_budget(2):
+            time.sleep(0.1)
+        assert signal.getitimer(signal.ITIMER_REAL)[0] > 0.2  # about 0.4 s left
+        time.sleep(1)
+        assert len(fired) == 1
+        assert 0.4 < fired[0] - started < 0.9
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
