@@ -113,12 +113,14 @@ def check_dead_worker(host: str, port: int, kill_workers: str | None) -> None:
     heavy = json.dumps(WORST).encode()
     for _ in range(3):  # again if the work was over before the kill reached it
         answers: list[tuple[int, dict[str, str], bytes]] = []
-        sender = threading.Thread(
-            target=lambda: answers.append(request(host, port, "POST", "/v1/gradients", heavy))
-        )
+
+        def send(into: list = answers) -> None:
+            into.append(request(host, port, "POST", "/v1/gradients", heavy))
+
+        sender = threading.Thread(target=send)
         sender.start()
         time.sleep(0.5)  # the request is being worked on
-        subprocess.run(shlex.split(kill_workers), check=True, timeout=60)  # noqa: S603
+        subprocess.run(shlex.split(kill_workers), check=True, timeout=60)
         sender.join(timeout=60)
         expect(bool(answers), "no answer to the request whose worker was killed")
         if answers[0][0] != 200:
