@@ -211,4 +211,4 @@ def test_make_serve_binds_loopback_unless_told(host: str | None, bound: str) -> 
         check=True,
     ).stdout
     assert f"--bind '{bound}:8311'" in plan
-    assert "this machine only" in plan
+    assert "is for one machine" in plan
