@@ -8,7 +8,7 @@ import logging
 from typing import Any
 
 import pytest
-from conftest import CORE, JSON, SMALL_LIMITS, at, make_app
+from conftest import CORE, COSTLY, JSON, SMALL_LIMITS, at, make_app
 from flask import Flask, abort
 from flask.testing import FlaskClient
 
@@ -275,9 +275,8 @@ def test_an_unexpected_error_in_the_core_is_an_internal_error(
 
 
 def test_request_too_expensive() -> None:
-    client = make_app(REQUEST_BUDGET=0.01).test_client()
-    heavy = {"expression": "2 * a" + " / a" * 3000, "bindings": {"a": 1.5}}
-    response = client.post("/v1/gradients", json=heavy)
+    client = make_app(REQUEST_BUDGET=0.02).test_client()
+    response = client.post("/v1/gradients", json=COSTLY)
     problem(response, "request-too-expensive")
     assert response.headers["Retry-After"] == "1"
 
