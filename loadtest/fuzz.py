@@ -15,11 +15,21 @@ import os
 import subprocess
 import sys
 
-from run import server, workers_of
+from run import server
 
 from service.devserver import ROOT
 
 TEST = "tests/test_fuzz.py::test_api_conforms_to_its_spec"
+
+
+def worker_changes(before: set[int], after: set[int], exit_status: int | None) -> str:
+    """What happened to the server's workers during the run, in one sentence."""
+    if exit_status is not None:
+        return f"gunicorn exited during the run with status {exit_status}"
+    return (
+        f"gunicorn lost workers during the run: {sorted(before - after)} died, "
+        f"{sorted(after - before)} replaced them"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,17 +41,20 @@ def main(argv: list[str] | None = None) -> int:
     gunicorn = server(args.workers)
     try:
         gunicorn.start()
+        # Every worker, once all have forked: one still to come would look like a replacement.
+        workers = gunicorn.wait_for_workers(args.workers)
     except RuntimeError as error:
         print(f"fuzzing could not run: {error}", file=sys.stderr)
+        gunicorn.stop()
         return 1
     try:
-        workers = {p.pid for p in workers_of(gunicorn.pid)}
         env = {**os.environ, "FUZZ_URL": gunicorn.url, "FUZZ_EXAMPLES": str(args.examples)}
         command = [sys.executable, "-m", "pytest", TEST, "-q", "-p", "no:cacheprovider"]
         status = subprocess.run(command, cwd=ROOT, env=env, check=False).returncode  # noqa: S603
-        survivors = {p.pid for p in workers_of(gunicorn.pid)}
-        if survivors != workers:
-            print(f"gunicorn lost workers during the run: {sorted(workers - survivors)}")
+        survivors = gunicorn.workers()
+        exit_status = gunicorn.process.poll() if gunicorn.process is not None else None
+        if exit_status is not None or survivors != workers:
+            print(worker_changes(workers, survivors, exit_status))
             print(gunicorn.output()[-3000:])
             status = status or 1
     finally:

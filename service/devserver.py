@@ -45,6 +45,20 @@ def get(port: int, path: str, timeout: float = 5.0) -> tuple[int, bytes]:
         connection.close()
 
 
+def children(parent: int) -> set[int]:
+    """The process ids whose parent is `parent`, read from Linux's /proc."""
+    pids = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            # `pid (name) state ppid ...`: the name may hold spaces and parentheses.
+            fields = stat.read_text().rpartition(")")[2].split()
+        except OSError:  # the process has just exited
+            continue
+        if int(fields[1]) == parent:
+            pids.add(int(stat.parent.name))
+    return pids
+
+
 class Gunicorn:
     """`gunicorn -c gunicorn.conf.py` on a free loopback port, stopped however the block ends.
 
@@ -134,6 +148,26 @@ class Gunicorn:
                 return
             time.sleep(0.1)
         raise RuntimeError(f"gunicorn did not answer within {self.ready_timeout:.0f} s")
+
+    def workers(self) -> set[int]:
+        """The process ids of the server's workers right now: the master's children."""
+        return children(self.pid)
+
+    def wait_for_workers(self, count: int, timeout: float = 30.0) -> set[int]:
+        """The workers' process ids once all `count` have forked. The server answers /healthz
+        as soon as its first worker does, while the others may still be forking: a list taken
+        then would miss them, and they would later look like replacements of dead workers."""
+        assert self.process is not None, "the server has not been started"
+        deadline = time.monotonic() + timeout
+        while True:
+            pids = self.workers()
+            if len(pids) >= count:
+                return pids
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"gunicorn has {len(pids)} of {count} workers after {timeout:.0f} s"
+                )
+            time.sleep(0.05)
 
     def output(self) -> str:
         """All the server has written so far, its log and access log together."""

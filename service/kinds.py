@@ -55,6 +55,19 @@ KINDS: dict[str, tuple[int, str]] = {
     "not-found": (404, "Not found"),
     "method-not-allowed": (405, "Method not allowed"),
     "internal-error": (500, "Internal server error"),
+    # What one request may cost (service/api/costs.py).
+    "request-too-expensive": (503, "Request too expensive"),
+    "service-busy": (503, "Service busy"),
+    "response-too-large": (422, "Response too large"),
+}
+
+# Answered by the proxy in front of the service (deploy/nginx/errors.conf), never by the app itself;
+# the proxy's 400, 413, 500 and 503 use the app's kinds above.
+PROXY_KINDS: dict[str, tuple[int, str]] = {
+    "request-timeout": (408, "Request timeout"),
+    "too-many-requests": (429, "Too many requests"),
+    "bad-gateway": (502, "Bad gateway"),
+    "gateway-timeout": (504, "Gateway timeout"),
 }
 
 # The kind of each HTTP error Flask, Werkzeug or webargs raise; other statuses are `about:blank`.
@@ -81,10 +94,13 @@ def type_uri(kind: str) -> str:
 class Problem(Exception):
     """A refusal by the web layer itself, rendered as a problem of `kind` from the table."""
 
-    def __init__(self, kind: str, detail: str, **extensions: object) -> None:
+    def __init__(
+        self, kind: str, detail: str, *, headers: dict[str, str] | None = None, **extensions: object
+    ) -> None:
         super().__init__(detail)
         self.kind = kind
         self.detail = detail
+        self.headers = headers or {}  # such as `Retry-After` on a 503
         self.extensions = extensions
 
 

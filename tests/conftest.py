@@ -23,6 +23,14 @@ LESSON_GRADIENTS = {"a": 10, "b": 10, "c": -1}
 JSON = {"Content-Type": "application/json"}
 PROBLEM = "application/problem+json"
 
+# The costliest request within the default limits (loadtest/run.py:worst_expression): a 100 KB
+# expression, a constant sum and about 10,000 divisions. A tenth of a second or more of work on
+# any machine, so a budget of 0.02 s always stops it.
+COSTLY: dict[str, Any] = {
+    "expression": "(" + "1 + " * 15_000 + "1) * a" + " / a" * 9_990,
+    "bindings": {"a": 1.5},
+}
+
 # Small limits, so each one is easy to exceed.
 SMALL_LIMITS = {
     "MAX_EXPRESSION_LENGTH": 200,

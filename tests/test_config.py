@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import fields
 from pathlib import Path
 
 import pytest
 from flask.testing import FlaskClient
 
-from service.api.config import DEFAULTS, SETTINGS, ConfigurationError, settings_table
+from service.api.config import (
+    DEFAULTS,
+    SERVER_VARIABLES,
+    SETTINGS,
+    ConfigurationError,
+    settings_table,
+)
 from service.app import create_app
 from service.limits import DEFAULT_LIMITS, Limits
 
@@ -126,3 +133,17 @@ def test_variables_for_the_server_are_not_the_apps_concern(
     monkeypatch.setenv("AUTOGRAD_WORKERS", "3")  # gunicorn.conf.py reads it
     monkeypatch.setenv("AUTOGRAD_REPLICA_WORKERS", "2")  # docker-compose.yml reads it
     assert create_app({"TESTING": True}).extensions["autograd"]
+
+
+def test_every_variable_the_deployment_files_name_is_known() -> None:
+    # Compose and test-docker.sh export these into the environment the app may start in.
+    root = Path(__file__).resolve().parent.parent
+    files = ("docker-compose.yml", "gunicorn.conf.py", "scripts/test-docker.sh", "Makefile")
+    named = {
+        variable
+        for name in files
+        for variable in re.findall(r"AUTOGRAD_[A-Z_]*[A-Z]", (root / name).read_text())
+    }
+    known = {setting.variable for setting in SETTINGS.values()} | set(SERVER_VARIABLES)
+    assert named, "no AUTOGRAD_ variable found: the pattern or the files changed"
+    assert named <= known

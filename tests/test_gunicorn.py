@@ -1,15 +1,26 @@
-"""The real server: gunicorn started as in production, spoken to over HTTP."""
+"""The real server: gunicorn started as in production (gunicorn.conf.py), spoken to over HTTP:
+the app through it, the request budget and heavy-request slots, its own error answers and logs."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import os
+import runpy
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
 
 import pytest
 import requests
 from conftest import LESSON, LESSON_GRADIENTS, LESSON_VALUE
 
-from service.devserver import Gunicorn
+from service.devserver import HOST, ROOT, Gunicorn
+
+sys.path.insert(0, str(ROOT / "loadtest"))
+
+import run  # the load test's server: gunicorn as deployed, without recycling
 
 pytestmark = pytest.mark.slow  # each module starts server processes
 BODY_LIMIT = 2048
@@ -101,6 +112,27 @@ def test_docs_and_spec_over_http(server: Gunicorn) -> None:
         assert requests.get(f"{url}/openapi.json", timeout=5).json()["paths"]
 
 
+def test_responses_name_the_host_that_served_them(server: Gunicorn) -> None:
+    response = requests.get(f"{server.url}/healthz", timeout=5)
+    assert response.headers["X-Served-By"] == socket.gethostname()
+
+
+def test_a_body_of_exactly_the_limit_is_accepted_over_http(server: Gunicorn) -> None:
+    body = json.dumps(LESSON).encode()
+    exact = body + b" " * (BODY_LIMIT - len(body))
+    for chunked in (False, True):
+        for size, status in ((BODY_LIMIT, 200), (BODY_LIMIT + 1, 413)):
+            data = (exact + b" ")[:size]
+            sent = iter([data[: size // 2], data[size // 2 :]]) if chunked else data
+            response = requests.post(
+                f"{server.url}/v1/gradients",
+                data=sent,
+                headers={"Content-Type": "application/json"},
+                timeout=10,
+            )
+            assert response.status_code == status, (chunked, size, response.text[:200])
+
+
 def test_access_log_lines_carry_the_request_id(server: Gunicorn) -> None:
     requests.get(f"{server.url}/healthz", headers={"X-Request-ID": "logged-7"}, timeout=5)
     output = server.stop()  # the module's last test: stop the server to read all it wrote
@@ -124,3 +156,161 @@ def test_a_bad_setting_stops_the_server_with_one_line(variable: str, value: str,
     assert len(lines) == 1, output
     assert lines[0].startswith(f"Error: {variable}")
     assert said in lines[0]
+
+
+# -- gunicorn as deployed, one server per test: budgets, heavy-request slots, error pages, logs --
+
+# The costliest request within the default limits: seconds of work, whatever the machine.
+WORST = {"expression": run.worst_expression(100_000, 20_000), "bindings": {"a": 1.5}}
+# Heavy by its size (20 KB), whatever the work: spaces cost the parser next to nothing.
+HEAVY = {"expression": "a" + " " * 20_000, "bindings": {"a": 1}}
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[..., Gunicorn]]:
+    """Starts gunicorn with `workers` workers, extra gunicorn flags and `AUTOGRAD_*` settings."""
+    servers: list[Gunicorn] = []
+
+    def launch(workers: int, *args: str, **env: str) -> Gunicorn:
+        server = run.server(workers, args, env)
+        server.start()
+        servers.append(server)
+        server.wait_for_workers(workers)
+        return server
+
+    yield launch
+    for server in servers:
+        server.stop()
+
+
+def _is_problem(response: requests.Response, status: int, kind: str) -> None:
+    assert response.status_code == status, response.text[:300]
+    assert response.headers["Content-Type"] == "application/problem+json"
+    assert response.json()["type"].endswith(f"/problems/{kind}")
+
+
+def _raw(server: Gunicorn, request: bytes, timeout: float) -> tuple[str, str]:
+    """`request` sent as it is; the head and body of all that comes back until the server closes."""
+    with socket.create_connection((HOST, server.port), timeout=timeout) as connection:
+        connection.sendall(request)
+        reply = b""
+        while chunk := connection.recv(65536):
+            reply += chunk
+    head, _, body = reply.decode().partition("\r\n\r\n")
+    return head, body
+
+
+def test_the_workers_are_listed_once_every_one_has_forked() -> None:
+    # gunicorn answers as soon as its first worker does; the others may still be forking.
+    with run.server(3) as server:
+        pids = server.wait_for_workers(3)
+        assert len(pids) == 3
+        assert server.workers() == pids  # none was still to come
+
+
+def test_the_worker_timeout_sits_above_the_request_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    for budget, at_least in (("5", 30), ("20", 41), ("", 30)):
+        monkeypatch.setenv("AUTOGRAD_REQUEST_BUDGET", budget)
+        settings = runpy.run_path(str(ROOT / "gunicorn.conf.py"))
+        assert settings["timeout"] >= at_least
+        assert settings["timeout"] > 2 * float(budget or 5)
+
+
+def test_past_the_budget_a_503_and_the_worker_goes_on(serve: Callable[..., Gunicorn]) -> None:
+    server = serve(1, AUTOGRAD_REQUEST_BUDGET="0.2")
+    response = requests.post(f"{server.url}/v1/gradients", json=WORST, timeout=30)
+    _is_problem(response, 503, "request-too-expensive")
+    assert response.headers["Retry-After"] == "1"
+    # The same single worker answers next, with no restart in its log.
+    lesson = requests.post(f"{server.url}/v1/gradients", json=LESSON, timeout=5)
+    assert lesson.json()["value"] == LESSON_VALUE
+    assert server.output().count("Booting worker") == 1
+
+
+def test_a_worker_killed_at_its_timeout_answers_a_problem_not_html(
+    serve: Callable[..., Gunicorn],
+) -> None:
+    # A request that holds its worker past gunicorn's timeout, whatever the app's speed: its body
+    # never finishes arriving. The master aborts the worker, which answers before it exits.
+    server = serve(1, "--timeout", "1")
+    head, body = _raw(
+        server,
+        b"POST /v1/gradients HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Content-Length: 1000\r\n\r\n{",
+        timeout=30,
+    )
+    assert head.startswith("HTTP/1.1 503"), head
+    assert "Content-Type: application/problem+json" in head
+    assert "Retry-After: " in head
+    assert json.loads(body)["type"].endswith("/problems/request-too-expensive")
+    assert requests.get(f"{server.url}/healthz", timeout=10).status_code == 200
+
+
+def test_gunicorns_own_bad_request_is_a_problem(serve: Callable[..., Gunicorn]) -> None:
+    server = serve(1)
+    head, body = _raw(server, b"GET / HTTP/9.9\r\nHost: x\r\n\r\n", timeout=5)
+    assert head.startswith("HTTP/1.1 400")
+    assert "Content-Type: application/problem+json" in head
+    assert json.loads(body)["type"].endswith("/problems/bad-request")
+
+
+def test_every_log_line_is_json() -> None:
+    with Gunicorn(env={"AUTOGRAD_WORKERS": "2"}) as server:
+        requests.get(f"{server.url}/healthz", timeout=5)
+        output = server.stop()
+    records = [json.loads(line) for line in output.splitlines() if line.strip()]
+    assert any(
+        r.get("logger") == "gunicorn.error" and "Booting worker" in r["message"] for r in records
+    )
+    assert any(r.get("path") == "/healthz" for r in records)  # the access log's line
+    for record in records:
+        assert "time" in record
+        assert {"level", "message"} <= record.keys() or {"method", "status"} <= record.keys()
+
+
+def test_heavy_requests_leave_a_worker_for_lessons(serve: Callable[..., Gunicorn]) -> None:
+    # Two workers: one slot for heavy requests. While the costliest request holds it, another
+    # heavy one is turned away at once, and lessons and health checks are answered.
+    server = serve(2, AUTOGRAD_REQUEST_BUDGET="60")
+    first: list[requests.Response] = []
+
+    def costliest() -> None:
+        # Sent again while one of the cheap heavy requests below happens to hold the slot.
+        while not first or first[-1].status_code == 503:
+            first.append(requests.post(f"{server.url}/v1/gradients", json=WORST, timeout=60))
+
+    runner = threading.Thread(target=costliest)
+    runner.start()
+    try:
+        # Until the first holds its slot, a heavy request is admitted; it costs next to nothing.
+        refused = None
+        while refused is None and runner.is_alive():
+            response = requests.post(f"{server.url}/v1/gradients", json=HEAVY, timeout=30)
+            if response.status_code != 200:
+                refused = response
+        assert refused is not None, "the costliest request ended before another was refused"
+        _is_problem(refused, 503, "service-busy")
+        assert refused.headers["Retry-After"] == "1"
+        lesson = requests.post(f"{server.url}/v1/gradients", json=LESSON, timeout=5)
+        assert lesson.json()["value"] == LESSON_VALUE
+        assert requests.get(f"{server.url}/healthz", timeout=5).status_code == 200
+    finally:
+        runner.join(timeout=60)
+    assert first[-1].status_code == 200
+
+
+@pytest.mark.parametrize(("host", "bound"), [(None, "127.0.0.1"), ("0.0.0.0", "0.0.0.0")])
+def test_make_serve_binds_loopback_unless_told(host: str | None, bound: str) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("HOST", "MAKEFLAGS")}
+    if host:
+        env["HOST"] = host
+    plan = subprocess.run(
+        ["make", "-n", "serve", "PORT=8311"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert f"--bind '{bound}:8311'" in plan
+    assert "is for one machine" in plan

@@ -1,12 +1,13 @@
-"""How a request is read: its JSON body, strictly, and its id."""
+"""How a request is read: its JSON body, strictly and within the size limit, and its id."""
 
 from __future__ import annotations
 
+import io
 import json
 import re
 
 import pytest
-from conftest import LESSON, strict
+from conftest import JSON, LESSON, make_app, strict
 from flask.testing import FlaskClient
 
 
@@ -52,6 +53,30 @@ def test_every_response_has_a_request_id(client: FlaskClient) -> None:
         client.options("/v1/gradients"),
     ):
         assert response.headers["X-Request-ID"]
+
+
+BODY_LIMIT = 1024
+
+
+@pytest.mark.parametrize(
+    ("size", "status"), [(BODY_LIMIT - 1, 200), (BODY_LIMIT, 200), (BODY_LIMIT + 1, 413)]
+)
+@pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
+def test_a_body_of_exactly_the_limit_is_accepted(size: int, status: int, chunked: bool) -> None:
+    client = make_app(MAX_BODY_BYTES=BODY_LIMIT).test_client()
+    body = json.dumps(LESSON).encode().ljust(size)  # the same document at every size
+    if chunked:  # as gunicorn hands a chunked body over: no length, the stream ends it
+        response = client.post(
+            "/v1/gradients",
+            input_stream=io.BytesIO(body),
+            headers={**JSON, "Transfer-Encoding": "chunked"},
+            environ_overrides={"wsgi.input_terminated": True},
+        )
+    else:
+        response = client.post("/v1/gradients", data=body, headers=JSON)
+    assert response.status_code == status, response.get_data()[:200]
+    if status == 413:
+        assert response.get_json()["type"].endswith("/body-too-large")
 
 
 # Requests a hostile or careless client may send: none may cause a 500 or a non-JSON answer.

@@ -7,14 +7,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+from service.api.costs import HeavySlots, RequestCosts
 from service.i18n import _
 from service.limits import MEANING, Limits
 
 ENVIRONMENT_PREFIX = "AUTOGRAD"
 
-# Variables with the prefix that are not settings of the app: gunicorn.conf.py reads the first,
-# docker-compose.yml the second (the replicas' workers).
-SERVER_VARIABLES = ("AUTOGRAD_WORKERS", "AUTOGRAD_REPLICA_WORKERS")
+# Variables with the prefix that are not settings of the app: gunicorn.conf.py reads the first;
+# docker-compose.yml the others (the replicas' workers, the published ports, the images' tag).
+SERVER_VARIABLES = (
+    "AUTOGRAD_WORKERS",
+    "AUTOGRAD_REPLICA_WORKERS",
+    "AUTOGRAD_HTTP_PORT",
+    "AUTOGRAD_SCALE_HTTP_PORT",
+    "AUTOGRAD_IMAGE_TAG",
+)
 
 
 class ConfigurationError(RuntimeError, ValueError):
@@ -65,7 +72,34 @@ SETTINGS: dict[str, Setting] = {
             "*",
             _("Origins browsers may call from: `*` or a comma-separated list."),
         ),
-        Setting("LOG_LEVEL", "info", _("Level of the service's JSON log lines on stderr.")),
+        Setting(
+            "LOG_LEVEL",
+            "info",
+            _("Level of gunicorn's and the service's JSON log lines on stderr."),
+        ),
+        Setting(
+            "REQUEST_BUDGET",
+            5.0,
+            _("Seconds of work one request may take (0: no budget); past it, a 503 problem."),
+        ),
+        Setting(
+            "HEAVY_REQUEST_BYTES",
+            16384,
+            _("Bytes of request body from which a request counts as heavy."),
+        ),
+        Setting(
+            "HEAVY_REQUEST_SLOTS",
+            0,
+            _(
+                "Heavy requests one server works on at once (0: one fewer than the workers); "
+                "past them, a 503 problem."
+            ),
+        ),
+        Setting(
+            "MAX_RESPONSE_BYTES",
+            16 * 1024 * 1024,
+            _("Bytes of response body; a larger response is refused as response-too-large."),
+        ),
     )
 }
 DEFAULTS: dict[str, Any] = {name: setting.default for name, setting in SETTINGS.items()}
@@ -127,6 +161,15 @@ def cache_size(config: Mapping[str, Any]) -> int:
 
 def cache_nodes(config: Mapping[str, Any]) -> int:
     return int(_positive(config, "CACHE_NODES", int, minimum=0))
+
+
+def request_costs(config: Mapping[str, Any]) -> RequestCosts:
+    return RequestCosts(
+        budget_s=_positive(config, "REQUEST_BUDGET", float, minimum=0),
+        heavy_bytes=_positive(config, "HEAVY_REQUEST_BYTES", int),
+        max_response_bytes=_positive(config, "MAX_RESPONSE_BYTES", int),
+        slots=HeavySlots(_positive(config, "HEAVY_REQUEST_SLOTS", int, minimum=0)),
+    )
 
 
 def cors_origins(config: Mapping[str, Any]) -> str | list[str]:

@@ -24,7 +24,7 @@ blp = Blueprint(
 # Schema instances, not classes: webargs would build a new schema for every request.
 @blp.arguments(GradientsRequestSchema(), examples=request_examples(GRADIENTS_REQUEST))
 @blp.response(200, EvaluationSchema, examples=gradients_examples(), headers=RESPONSE_HEADERS)
-@documents_problems(blp, 400, 413, 415)
+@documents_problems(blp, 400, 413, 415, 503)
 def gradients(body: dict[str, Any]) -> Response:
     """Evaluate an expression and backpropagate through it
 

@@ -23,7 +23,7 @@ blp = Blueprint(
 @blp.route("/graph", methods=["POST"])
 @blp.arguments(GraphRequestSchema(), examples=request_examples(GRAPH_REQUEST))
 @blp.response(200, StructureSchema, examples=graph_examples(), headers=RESPONSE_HEADERS)
-@documents_problems(blp, 400, 413, 415)
+@documents_problems(blp, 400, 413, 415, 503)
 def graph(body: dict[str, Any]) -> Response:
     """Parse an expression into its graph's structure
 
