@@ -9,12 +9,16 @@ Every stage is linear in the size of the program.
 from __future__ import annotations
 
 import bisect
+import contextlib
+import gc
 import math
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
+
+import orjson
 
 from service.engine import Value, format_number
 from service.errors import BindingError, DomainError
@@ -80,6 +84,7 @@ class Compiled:
         self.parsed = parsed
         self.granularity = granularity
         self.node_of: dict[Node, int] = {}
+        self._skeletons: dict[tuple[str, ...], _Skeleton] = {}
         # Run once with every input NaN: NaN flows through every operation without raising,
         # so this traces the graph's shape without depending on any binding.
         nan = {name: Value(math.nan) for name in parsed.inputs}
@@ -120,6 +125,18 @@ class Compiled:
             for source, result in results.items()
             if isinstance(result, Value)
         }
+
+    def skeleton(self, expression: str, selection: tuple[str, ...]) -> _Skeleton:
+        """The document's bytes around its numbers for this selection, made on first use.
+
+        The expression is part of the cache key, so it is the same for every call."""
+        skeletons = self._skeletons
+        skeleton = skeletons.get(selection)
+        if skeleton is None:
+            if len(skeletons) >= _SKELETONS:  # a bounded few selections per program
+                skeletons.clear()
+            skeleton = skeletons[selection] = _Skeleton(expression, self, selection)
+        return skeleton
 
     def build(self, env: Mapping[str, Value]) -> tuple[Value, dict[Node, Value | float]]:
         """The graph's root for these input values, and every tree node's result.
@@ -363,9 +380,37 @@ class Evaluator:
         compiled = self.compile(expression, granularity, output)
         env = self.bind(compiled.parsed, bindings or {})
         try:
-            root, _ = compiled.build(env)
-            order = root.backward()
-            return _document(expression, compiled, order, env)
+            with _no_cycle_collection():
+                root, _ = compiled.build(env)
+                order = root.backward()
+                return _document(expression, compiled, order, env)
+        except DomainError as error:
+            raise error.at(expression) from None
+
+    def render(
+        self,
+        expression: str,
+        bindings: Mapping[str, float] | None = None,
+        granularity: str = DEFAULT_GRANULARITY,
+        output: str | None = None,
+        fields: str | None = None,
+    ) -> bytes:
+        """`evaluate`'s document as JSON bytes, or only the parts `fields` names (see `select`).
+
+        The whole document's bytes are exactly `orjson.dumps(evaluate(...))`; a selection keeps
+        the document's keys in its order and adds `nodes`, the node columns asked for."""
+        selection = select(fields)
+        compiled = self.compile(expression, granularity, output)
+        env = self.bind(compiled.parsed, bindings or {})
+        skeleton = compiled.skeleton(expression, selection)
+        try:
+            with _no_cycle_collection():
+                root, _ = compiled.build(env)
+                order = root.backward()
+                evaluation = _Evaluation(compiled, order, env)
+                if not all(map(math.isfinite, evaluation.grads)):
+                    raise _non_finite(_node_documents(compiled.templates, order))
+                return skeleton.render(evaluation)
         except DomainError as error:
             raise error.at(expression) from None
 
@@ -556,6 +601,210 @@ def _non_finite(nodes: list[dict[str, Any]]) -> DomainError:
         node["id"],
         tuple(node["span"]),
     )
+
+
+# -- the document as bytes -------------------------------------------------------------------
+
+# The parts of a document a client may ask for by `fields`: its top-level keys, and columns of
+# the graph's nodes (`nodes.value` is every node's value, in node order).
+DOCUMENT_FIELDS = (
+    "expression", "granularity", "value", "gradients", "output", "graph", "forward", "backward",
+    "warnings",
+)  # fmt: skip
+_NODE_KEYS = (
+    "id", "kind", "op", "label", "name", "value", "grad", "children", "local_grads", "exponent",
+    "derived", "expansion", "span",
+)  # fmt: skip
+NODE_FIELDS = tuple(f"nodes.{key}" for key in _NODE_KEYS)
+FIELDS = DOCUMENT_FIELDS + NODE_FIELDS
+_SLOT = "\x00"  # stands for a number in a rendered skeleton; never in a document's own text
+
+
+def select(fields: str | None) -> tuple[str, ...]:
+    """The parts a `fields` list names, in the document's order; all of it for None.
+
+    Raises ValueError naming the first unknown part."""
+    if fields is None:
+        return DOCUMENT_FIELDS
+    names = {name.strip() for name in fields.split(",")}
+    for name in names:
+        if name not in FIELDS:
+            raise ValueError(name)
+    return tuple(name for name in FIELDS if name in names)
+
+
+class _Skeleton:
+    """A document's bytes for one selection of fields, with a gap wherever a number goes.
+
+    The graph's shape, labels, expansions and warnings do not depend on the bindings, so they are
+    serialized once per compiled program; a request serializes only its numbers (one `orjson`
+    call on a flat list) and splices them into the gaps, giving the very bytes the whole
+    document would have serialized to."""
+
+    def __init__(self, expression: str, compiled: Compiled, selection: tuple[str, ...]) -> None:
+        self.selection = selection
+        templates = compiled.templates
+        slot = _SLOT
+        full: dict[str, Any] = {
+            "expression": expression,
+            "granularity": compiled.granularity,
+            "value": slot,
+            "gradients": dict.fromkeys(compiled.parsed.inputs, slot),
+            "output": compiled.parsed.output,
+            "graph": {
+                "root": compiled.root,
+                "nodes": [
+                    {
+                        **template,
+                        "value": slot,
+                        "grad": slot,
+                        "local_grads": [slot] * len(template["children"]),
+                    }
+                    for template in templates
+                ],
+            },
+            "forward": list(range(len(templates))),
+            "backward": [
+                {
+                    "node": i,
+                    "grad": slot,
+                    "sends": [
+                        {"to": c, "local_grad": slot, "contribution": slot, "grad_after": slot}
+                        for c in compiled.children[i]
+                    ],
+                }
+                for i in range(len(templates) - 1, -1, -1)
+            ],
+            "warnings": _warnings(compiled.parsed),
+        }
+        document = {key: full[key] for key in selection if key in full}
+        columns = [name.split(".", 1)[1] for name in selection if name.startswith("nodes.")]
+        if columns:
+            nodes = full["graph"]["nodes"]
+            document["nodes"] = {key: [node[key] for node in nodes] for key in columns}
+        marker = orjson.dumps(slot)
+        self.fragments: list[bytes] | None = orjson.dumps(document).split(marker)
+        edges = sum(map(len, compiled.children))
+        counts = {
+            "value": 1,
+            "gradients": len(compiled.parsed.inputs),
+            "graph": 2 * len(templates) + edges,
+            "backward": len(templates) + 3 * edges,
+            "nodes.value": len(templates),
+            "nodes.grad": len(templates),
+            "nodes.local_grads": edges,
+        }
+        expected = sum(counts.get(name, 0) for name in selection)
+        if len(self.fragments) != expected + 1:  # pragma: no cover - a NUL in the text itself
+            self.fragments = None
+
+    def render(self, evaluation: _Evaluation) -> bytes:
+        numbers: list[float] = []
+        for name in self.selection:
+            part = _NUMBERS_OF.get(name)
+            if part is not None:
+                part(evaluation, numbers)
+        fragments = self.fragments
+        if fragments is None:  # pragma: no cover - see __init__
+            whole = _document(evaluation.expression, evaluation.compiled, evaluation.order,
+                              evaluation.env)  # fmt: skip
+            return orjson.dumps(_selected(whole, self.selection))
+        if not numbers:
+            return fragments[0]
+        pieces: list[bytes | None] = [None] * (2 * len(numbers) + 1)
+        pieces[::2] = fragments
+        pieces[1::2] = orjson.dumps(numbers)[1:-1].split(b",")
+        return b"".join(pieces)  # type: ignore[arg-type]
+
+
+def _selected(document: dict[str, Any], selection: tuple[str, ...]) -> dict[str, Any]:
+    """The parts of a whole document a selection names, as `_Skeleton` lays them out."""
+    selected = {key: document[key] for key in selection if key in document}
+    columns = [name.split(".", 1)[1] for name in selection if name.startswith("nodes.")]
+    if columns:
+        nodes = document["graph"]["nodes"]
+        selected["nodes"] = {key: [node[key] for node in nodes] for key in columns}
+    return selected
+
+
+class _Evaluation:
+    """One evaluation's numbers, node by node in forward order."""
+
+    def __init__(self, compiled: Compiled, order: list[Value], env: dict[str, Value]) -> None:
+        self.compiled = compiled
+        self.order = order
+        self.env = env
+        self.values = [node.data for node in order]
+        self.grads = [node.grad for node in order]
+        self.locals = [node.local_grads for node in order]
+
+    @property
+    def expression(self) -> str:  # pragma: no cover - only for the fallback of `_Skeleton`
+        return self.compiled.parsed.text
+
+
+def _value_numbers(evaluation: _Evaluation, out: list[float]) -> None:
+    out.append(evaluation.values[evaluation.compiled.root])
+
+
+def _gradient_numbers(evaluation: _Evaluation, out: list[float]) -> None:
+    env = evaluation.env
+    out += [env[name].grad for name in evaluation.compiled.parsed.inputs]
+
+
+def _graph_numbers(evaluation: _Evaluation, out: list[float]) -> None:
+    append, extend = out.append, out.extend
+    for value, grad, local_grads in zip(
+        evaluation.values, evaluation.grads, evaluation.locals, strict=True
+    ):
+        append(value)
+        append(grad)
+        extend(local_grads)
+
+
+def _backward_numbers(evaluation: _Evaluation, out: list[float]) -> None:
+    # The schedule of `_schedule`: every send's local derivative, contribution and running sum.
+    children, grads, locals_ = evaluation.compiled.children, evaluation.grads, evaluation.locals
+    running = [0.0] * len(grads)
+    append, extend = out.append, out.extend
+    for i in range(len(grads) - 1, -1, -1):
+        grad = grads[i]
+        append(grad)
+        for child, local in zip(children[i], locals_[i], strict=True):
+            contribution = local * grad
+            after = running[child] = running[child] + contribution
+            extend((local, contribution, after))
+
+
+def _local_numbers(evaluation: _Evaluation, out: list[float]) -> None:
+    for local_grads in evaluation.locals:
+        out.extend(local_grads)
+
+
+_NUMBERS_OF: dict[str, Callable[[_Evaluation, list[float]], None]] = {
+    "value": _value_numbers,
+    "gradients": _gradient_numbers,
+    "graph": _graph_numbers,
+    "backward": _backward_numbers,
+    "nodes.value": lambda evaluation, out: out.extend(evaluation.values),
+    "nodes.grad": lambda evaluation, out: out.extend(evaluation.grads),
+    "nodes.local_grads": _local_numbers,
+}
+_SKELETONS = 8  # selections of fields a compiled program keeps rendered
+
+
+@contextlib.contextmanager
+def _no_cycle_collection() -> Iterator[None]:
+    """Without the cycle collector: an evaluation allocates an object or more per graph node and
+    frees them by reference counting (a graph has no cycles), so a collection triggered on the
+    way would only traverse them, and all that is alive besides, for nothing."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 _default = Evaluator()

@@ -264,7 +264,9 @@ def test_an_unexpected_error_in_the_core_is_an_internal_error(
     def crash(*args: Any) -> None:
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr(app.extensions["autograd"], "evaluate", crash)
+    # The view renders the evaluation's bytes directly; `evaluate` is the dictionary route.
+    for route in ("evaluate", "render"):
+        monkeypatch.setattr(app.extensions["autograd"], route, crash)
     body = problem(
         client.post("/v1/gradients", json={"expression": "a", "bindings": {"a": 1}}),
         "internal-error",

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import copy
+import re
 from typing import Any
 
 from apispec.ext.marshmallow.field_converter import FieldConverterMixin
 from marshmallow import Schema, fields, validate
 
 from service.api.config import SETTINGS
-from service.evaluator import DEFAULT_GRANULARITY, GRANULARITIES
+from service.evaluator import DEFAULT_GRANULARITY, FIELDS, GRANULARITIES
 from service.kinds import KINDS, type_uri
 from service.limits import DEFAULT_LIMITS, Limits
 
@@ -96,6 +98,30 @@ def _output() -> fields.String:
     )
 
 
+_FIELD_NAME = "|".join(re.escape(name) for name in FIELDS)
+FIELDS_PATTERN = rf"^ *({_FIELD_NAME}) *(, *({_FIELD_NAME}) *)*$"
+
+
+def _fields() -> fields.String:
+    return fields.String(
+        load_default=None,
+        allow_none=True,
+        validate=validate.Regexp(
+            FIELDS_PATTERN,
+            error="a comma-separated list of parts of the response, each one of "
+            + ", ".join(FIELDS),
+        ),
+        metadata={
+            "description": "Only these parts of the response, for a client that already holds "
+            "the graph's shape (from POST /v1/graph), e.g. `value,gradients` for a slider. A "
+            "top-level name keeps that key; `nodes.value`, `nodes.grad` and the like add "
+            "`nodes`, an object of columns: each a list with that key of every node, in node "
+            "order. Keys keep the response's own order whatever the order asked. Left out or "
+            "null: the whole response."
+        },
+    )
+
+
 class GradientsRequestSchema(Schema):
     expression = _expression()
     bindings = Bindings(
@@ -109,6 +135,7 @@ class GradientsRequestSchema(Schema):
     )
     granularity = _granularity()
     output = _output()
+    fields = _fields()
 
 
 class GraphRequestSchema(Schema):
@@ -247,6 +274,36 @@ class EvaluationSchema(Schema):
         fields.Nested(BackwardStepSchema),
     )
     warnings = _warnings()
+
+
+def _optional(field: fields.Field[Any]) -> Any:
+    optional = copy.copy(field)
+    optional.required = False
+    return optional
+
+
+# The node columns of a selection: for each node key asked for, that key of every node, in order.
+NodeColumnsSchema = Schema.from_dict(
+    {
+        name: fields.List(
+            _optional(field),
+            metadata={"description": f"Every node's `{name}`: {field.metadata['description']}"},
+        )
+        for name, field in NodeSchema().fields.items()
+    },
+    name="NodeColumnsSchema",
+)
+# The response to a request with `fields`: the keys of an evaluation asked for, and `nodes`.
+SelectedEvaluationSchema = Schema.from_dict(
+    {
+        **{name: _optional(field) for name, field in EvaluationSchema().fields.items()},
+        "nodes": fields.Nested(
+            NodeColumnsSchema,
+            metadata={"description": "The node columns asked for (`nodes.value` and the like)."},
+        ),
+    },
+    name="SelectedEvaluationSchema",
+)
 
 
 class StructureSchema(Schema):
