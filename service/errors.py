@@ -79,6 +79,18 @@ class DomainError(AutogradError, ArithmeticError):
         return {**super().as_dict(), **located}
 
 
+class SweepTooLarge(AutogradError):
+    """A sweep asks for more points, or more work, than this service is configured to do."""
+
+    def __init__(self, kind: str, message: str, limit: str, maximum: float) -> None:
+        super().__init__(kind, message)
+        self.limit = limit
+        self.maximum = maximum
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**super().as_dict(), "limit": self.limit, "maximum": self.maximum}
+
+
 class BudgetExceeded(AutogradError):
     """The work ran past its time budget and was stopped (see `service.budget`)."""
 
@@ -115,3 +127,4 @@ LIMIT_KINDS = (
 )
 BINDING_KINDS = ("unbound_variables", "unknown_variables", "invalid_binding", "too_many_bindings")
 DOMAIN_KINDS = ("log_domain", "division_by_zero", "complex_result", "overflow", "non_finite")
+SWEEP_KINDS = ("too_many_points", "grid_too_large", "sweep_too_large")

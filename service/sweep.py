@@ -1,0 +1,261 @@
+"""Sweeps: an expression's value and gradients over a line, a grid or a list of points, at once.
+
+The expression is compiled once (the evaluator's primitive graph, from its cache) into a `Tape`,
+which runs over every point in a few numpy calls per node. Each point gets exactly what the scalar
+engine would give it; a point outside the domain is null in every array, with its reason code in
+`errors`, and the other points are unaffected.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import weakref
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from service.engine import Value, format_number
+from service.errors import BindingError, SweepTooLarge
+from service.evaluator import Compiled, Evaluator
+from service.i18n import Message, _
+from service.tape import Failure, Tape
+
+
+@dataclass(frozen=True)
+class SweepLimits:
+    """How large a sweep may be; each is configurable and refused with its own problem type."""
+
+    max_points: int = 10_000  # points of a line, or explicit points
+    max_grid: int = 200  # points along each axis of a grid (200 x 200 by default)
+    max_cells: int = 10_000_000  # graph nodes x points: the work and, per chunk, the memory
+
+
+DEFAULT_SWEEP_LIMITS = SweepLimits()
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One varied input: `points` evenly spaced values from `start` to `stop`, both included."""
+
+    name: str
+    start: float
+    stop: float
+    points: int
+
+    def values(self) -> np.ndarray:
+        if self.points == 1:
+            return np.array([self.start])
+        t = np.arange(self.points) / (self.points - 1)
+        # Weighted ends rather than start + t * (stop - start), which overflows for far ends;
+        # both ends come out exactly as given.
+        return self.start * (1.0 - t) + self.stop * t
+
+
+# The tape of each compiled expression lives as long as the evaluator's cache keeps it.
+_tapes: weakref.WeakKeyDictionary[Compiled, Tape] = weakref.WeakKeyDictionary()
+_tapes_lock = threading.Lock()
+
+
+def tape_of(compiled: Compiled) -> Tape:
+    """The tape of a primitive-granularity compiled expression, built once."""
+    with _tapes_lock:
+        tape = _tapes.get(compiled)
+    if tape is None:
+        # NaN inputs trace the graph's shape, as the evaluator does when it compiles.
+        env = {name: Value(math.nan) for name in compiled.parsed.variables}
+        root, _results = compiled.build(env)
+        tape = Tape.from_graph(root, env)
+        with _tapes_lock:
+            _tapes[compiled] = tape
+    return tape
+
+
+def sweep(
+    evaluator: Evaluator,
+    expression: str,
+    bindings: Mapping[str, float],
+    vary: Sequence[Axis] | None = None,
+    points: Sequence[Mapping[str, float]] | None = None,
+    limits: SweepLimits = DEFAULT_SWEEP_LIMITS,
+) -> dict[str, Any]:
+    """Value and gradients of `expression` along `vary` (a line, or a grid of two axes), or at
+    each of `points` (bindings merged over `bindings`)."""
+    if (vary is None) == (points is None):
+        raise ValueError("a sweep takes either `vary` or `points`")
+    compiled = evaluator.compile(expression, "primitive")
+    variables = compiled.parsed.variables
+    _check_names(variables, bindings, evaluator.limits.max_bindings)
+    tape = tape_of(compiled)
+    if vary is not None:
+        shape = _check_vary(vary, variables, bindings, limits)
+        axes = {axis.name: axis.values() for axis in vary}
+        grids = np.meshgrid(*axes.values(), indexing="ij")
+        varied = {name: grid.ravel() for name, grid in zip(axes, grids, strict=True)}
+    else:
+        assert points is not None
+        shape = (len(points),)
+        varied = _check_points(points, variables, bindings, evaluator.limits.max_bindings, limits)
+        axes = varied
+    count = math.prod(shape)
+    _check_cells(tape.size, count, limits)
+    inputs = {name: varied.get(name, bindings.get(name)) for name in variables}
+    result = tape.run(inputs, count)
+    return {
+        "expression": expression,
+        "axes": {name: values.tolist() for name, values in axes.items()},
+        "value": _shaped(result.value, shape, result.failures),
+        "gradients": {
+            name: _shaped(result.gradients[name], shape, result.failures) for name in variables
+        },
+        "errors": [_error(failure, shape, compiled) for failure in result.failures],
+    }
+
+
+def _check_names(variables: Sequence[str], bindings: Mapping[str, Any], max_bindings: int) -> None:
+    if len(bindings) > max_bindings:
+        message = _(
+            "{count} bindings; at most {maximum} are accepted",
+            count=len(bindings),
+            maximum=max_bindings,
+        )
+        raise BindingError("too_many_bindings", message, [])
+    known = set(variables)
+    unknown = sorted(name for name in bindings if name not in known)
+    if unknown:
+        raise BindingError("unknown_variables", _unknown_message(unknown), unknown)
+
+
+def _unknown_message(unknown: list[str]) -> Message:
+    return _(
+        "{names}: not in the expression; remove the binding or check the spelling",
+        names=", ".join(unknown),
+    )
+
+
+def _check_vary(
+    vary: Sequence[Axis], variables: Sequence[str], bindings: Mapping[str, Any], limits: SweepLimits
+) -> tuple[int, ...]:
+    names = [axis.name for axis in vary]
+    if not 1 <= len(vary) <= 2 or len(set(names)) != len(names):
+        message = _("vary one input (a line) or two different inputs (a grid)")
+        raise BindingError("invalid_binding", message, names)
+    unknown = sorted(set(names) - set(variables))
+    if unknown:
+        raise BindingError("unknown_variables", _unknown_message(unknown), unknown)
+    missing = [name for name in variables if name not in bindings and name not in names]
+    if missing:
+        message = _("no value given for {names}", names=", ".join(missing))
+        raise BindingError("unbound_variables", message, missing)
+    for axis in vary:
+        if not (math.isfinite(axis.start) and math.isfinite(axis.stop)) or axis.points < 1:
+            message = _(
+                "{name} must vary between two finite numbers over at least one point",
+                name=axis.name,
+            )
+            raise BindingError("invalid_binding", message, [axis.name])
+    shape = tuple(axis.points for axis in vary)
+    if len(shape) == 2 and max(shape) > limits.max_grid:
+        message = _(
+            "a grid of {rows} x {columns} points; each side has at most {maximum}",
+            rows=shape[0],
+            columns=shape[1],
+            maximum=limits.max_grid,
+        )
+        raise SweepTooLarge("grid_too_large", message, "max_grid", limits.max_grid)
+    if len(shape) == 1 and shape[0] > limits.max_points:
+        raise _too_many_points(shape[0], limits)
+    return shape
+
+
+def _too_many_points(count: int, limits: SweepLimits) -> SweepTooLarge:
+    message = _(
+        "{count} points; a sweep has at most {maximum}", count=count, maximum=limits.max_points
+    )
+    return SweepTooLarge("too_many_points", message, "max_points", limits.max_points)
+
+
+def _check_points(
+    points: Sequence[Mapping[str, float]],
+    variables: Sequence[str],
+    bindings: Mapping[str, float],
+    max_bindings: int,
+    limits: SweepLimits,
+) -> dict[str, np.ndarray]:
+    """One array per input that some point sets, each point falling back to `bindings`."""
+    if len(points) > limits.max_points:
+        raise _too_many_points(len(points), limits)
+    named = {name for point in points for name in point}
+    _check_names(variables, {name: 0.0 for name in named}, max_bindings)
+    columns: dict[str, np.ndarray] = {}
+    for name in variables:
+        if name not in named:
+            if name not in bindings:
+                message = _("no value given for {names}", names=name)
+                raise BindingError("unbound_variables", message, [name])
+            continue
+        fallback = bindings.get(name)
+        column = [point.get(name, fallback) for point in points]
+        if any(value is None for value in column):
+            index = column.index(None)
+            message = _("no value given for {name} at point {index}", name=name, index=index)
+            raise BindingError("unbound_variables", message, [name])
+        columns[name] = np.array(column, dtype=float)
+    return columns
+
+
+def _check_cells(nodes: int, count: int, limits: SweepLimits) -> None:
+    if nodes * count > limits.max_cells:
+        message = _(
+            "{nodes} graph nodes at {count} points is {cells} node evaluations; "
+            "a sweep does at most {maximum}",
+            nodes=nodes,
+            count=count,
+            cells=nodes * count,
+            maximum=limits.max_cells,
+        )
+        raise SweepTooLarge("sweep_too_large", message, "max_cells", limits.max_cells)
+
+
+def _shaped(values: np.ndarray, shape: tuple[int, ...], failures: list[Failure]) -> list[Any]:
+    """The numbers as JSON-ready lists in the sweep's shape, with null at every failed point."""
+    rows = values.reshape(shape).tolist()
+    for failure in failures:
+        if len(shape) == 1:
+            rows[failure.point] = None
+        else:
+            i, j = divmod(failure.point, shape[1])
+            rows[i][j] = None
+    return rows
+
+
+def _error(failure: Failure, shape: tuple[int, ...], compiled: Compiled) -> dict[str, Any]:
+    index: int | list[int] = (
+        failure.point if len(shape) == 1 else list(divmod(failure.point, shape[1]))
+    )
+    start, end = compiled.templates[failure.node]["span"]
+    return {
+        "index": index,
+        "kind": failure.kind,
+        "message": _message(failure),
+        "node": failure.node,
+        "position": {"start": start, "end": end},
+    }
+
+
+def _message(failure: Failure) -> Message:
+    number = format_number(failure.operand) if failure.operand is not None else ""
+    if failure.kind == "log_domain":
+        return _("log of a non-positive number ({number})", number=number)
+    if failure.kind == "division_by_zero":
+        return _("division by zero")
+    if failure.kind == "complex_result":
+        return _(
+            "a negative base ({number}) to a non-integer power is not a real number",
+            number=number,
+        )
+    if failure.kind == "overflow":
+        return _("a value overflows the range of a 64-bit float")
+    return _("a gradient is not a finite number (it overflows)")
