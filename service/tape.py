@@ -12,6 +12,7 @@ unaffected, so a sweep as a whole never fails because of one point.
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +25,28 @@ FloatArray = np.ndarray
 # Work is done in chunks of points so that the tape's arrays (a row per node) stay this many
 # float64 cells, about 16 MB each, however many points are asked for.
 CHUNK_CELLS = 1 << 21
+
+
+# Each thread keeps the arrays of its largest chunk so far (at most two of CHUNK_CELLS cells and
+# a row): touching fresh memory costs a page fault per 4 KiB, which for a large sweep is a good
+# part of its time, so the memory is faulted in once per worker rather than once per request.
+_scratch = threading.local()
+
+
+def _buffers(rows: int, columns: int) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Values, gradients (rows x columns) and one spare row, from the thread's retained arrays."""
+    cells = rows * columns
+    held = getattr(_scratch, "arrays", None)
+    if held is None or held[0].size < cells or held[2].size < columns:
+        size = max(cells, held[0].size if held else 0)
+        width = max(columns, held[2].size if held else 0)
+        held = _scratch.arrays = (np.empty(size), np.empty(size), np.empty(width))
+    values, grads, row = held
+    return (
+        values[:cells].reshape(rows, columns),
+        grads[:cells].reshape(rows, columns),
+        row[:columns],
+    )
 
 
 def node_fields(node: Value) -> tuple[str, tuple[Value, ...], float | None]:
@@ -106,10 +129,11 @@ class Tape:
     def run(self, inputs: Mapping[str, float | FloatArray], points: int) -> Result:
         """Value and gradients at `points` points; each variable is one number or an array of
         one number per point."""
-        value = np.full(points, math.nan)
-        gradients = {name: np.full(points, math.nan) for name in self.slots}
+        value = np.empty(points)  # every element is written, by a chunk or as a failure
+        gradients = {name: np.empty(points) for name in self.slots}
         failures: list[Failure] = []
-        step = self.chunk_points()
+        step = min(points, self.chunk_points())
+        buffers = _buffers(self.size, step)
         with np.errstate(all="ignore"):  # non-finite results are found and classified below
             for start in range(0, points, step):
                 stop = min(points, start + step)
@@ -117,34 +141,38 @@ class Tape:
                     name: x if np.ndim(x) == 0 else np.asarray(x, dtype=float)[start:stop]
                     for name, x in inputs.items()
                 }
-                self._run_chunk(chunk, start, stop - start, value, gradients, failures)
+                values, grads, scratch = (buffer[..., : stop - start] for buffer in buffers)
+                self._run_chunk(chunk, start, values, grads, scratch, value, gradients, failures)
         return Result(value, gradients, failures)
 
     def _run_chunk(
         self,
         inputs: Mapping[str, Any],
         start: int,
-        width: int,
+        values: FloatArray,
+        grads: FloatArray,
+        scratch: FloatArray,
         value: FloatArray,
         gradients: dict[str, FloatArray],
         failures: list[Failure],
     ) -> None:
-        values = np.empty((self.size, width))
+        width = values.shape[1]
         for i, number in self.constants.items():
             values[i] = number
         for name, i in self.slots.items():
             values[i] = inputs[name]
         locals_ = self._forward(values)
         failed = self._forward_failures(values, locals_)
-        grads = self._backward(values, locals_)
+        self._backward(values, locals_, grads, scratch)
         failed |= self._backward_failures(values, locals_, grads, failed)
-        ok = np.ones(width, dtype=bool)
-        for column, (kind, node, operand) in sorted(failed.items()):
-            ok[column] = False
-            failures.append(Failure(start + column, kind, node, operand))
-        value[start : start + width] = np.where(ok, values[self.root], math.nan)
+        value[start : start + width] = values[self.root]
         for name, i in self.slots.items():
-            gradients[name][start : start + width] = np.where(ok, grads[i], math.nan)
+            gradients[name][start : start + width] = grads[i]
+        for column, (kind, node, operand) in sorted(failed.items()):
+            failures.append(Failure(start + column, kind, node, operand))
+            value[start + column] = math.nan
+            for name in self.slots:
+                gradients[name][start + column] = math.nan
 
     # -- forward ---------------------------------------------------------------------------
 
@@ -186,10 +214,16 @@ class Tape:
 
     # -- backward --------------------------------------------------------------------------
 
-    def _backward(self, values: FloatArray, locals_: dict[int, FloatArray]) -> FloatArray:
-        """d(root)/d(node) for every node: reversed order, each edge adding local x grad, as in
-        `Value.backward`, so every point sums the same terms in the same order."""
-        grads = np.zeros_like(values)
+    def _backward(
+        self,
+        values: FloatArray,
+        locals_: dict[int, FloatArray],
+        grads: FloatArray,
+        scratch: FloatArray,
+    ) -> None:
+        """Fill `grads` with d(root)/d(node) for every node: reversed order, each edge adding
+        local x grad, as in `Value.backward`, so every point sums the same terms in order."""
+        grads.fill(0.0)
         grads[self.root] = 1.0
         for i in range(self.size - 1, -1, -1):
             op = self.ops[i]
@@ -200,8 +234,11 @@ class Tape:
             for child, local in zip(self.children[i], locals_of_i, strict=True):
                 # `child.grad += local * grad`; a sum's local derivative is 1.0, so 1.0 * grad
                 # is grad itself and the multiplication is skipped.
-                grads[child] += grad if local is None else local * grad
-        return grads
+                if local is None:
+                    np.add(grads[child], grad, out=grads[child])
+                else:
+                    np.multiply(local, grad, out=scratch)
+                    np.add(grads[child], scratch, out=grads[child])
 
     def _local_grads(
         self, i: int, values: FloatArray, locals_: dict[int, FloatArray]
@@ -299,14 +336,23 @@ def _relu(tape: Tape, i: int, values: FloatArray, locals_: dict) -> None:
 
 def tanh(x: FloatArray) -> FloatArray:
     """tanh elementwise exactly as the C library's (fdlibm's) algorithm computes it from expm1,
-    so each point matches `math.tanh` to the last bit, which numpy's own tanh does not."""
+    so each point matches `math.tanh` to the last bit, which numpy's own tanh does not.
+
+    For |x| >= 1 it is 1 - 2 / (expm1(2|x|) + 2), else -t / (t + 2) with t = expm1(-2|x|); the
+    sign is x's. fdlibm's special cases (|x| < 2**-55 and |x| >= 22) give the same bits as these
+    formulas, so they need no branch of their own.
+    """
     a = np.abs(x)
-    large = a >= 1.0
-    t = np.expm1(np.where(large, 2.0 * a, -2.0 * a))
-    z = np.where(large, 1.0 - 2.0 / (t + 2.0), -t / (t + 2.0))
-    z = np.where(a < 2.0**-55, x * (1.0 + x), z)  # tiny: x itself, rounded as fdlibm does
-    z = np.where(a >= 22.0, 1.0, z)  # tanh is 1 to double precision from here on
-    return np.copysign(z, x)
+    small = a < 1.0
+    t = np.multiply(a, 2.0, out=a)
+    np.negative(t, out=t, where=small)
+    np.expm1(t, out=t)
+    d = t + 2.0
+    z = np.divide(-2.0, d)
+    z += 1.0  # 1 + (-2 / d) is 1 - 2 / d, bit for bit
+    np.negative(t, out=t, where=small)
+    np.divide(t, d, out=z, where=small)
+    return np.copysign(z, x, out=z)
 
 
 def _tanh(tape: Tape, i: int, values: FloatArray, locals_: dict) -> None:
