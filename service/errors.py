@@ -79,8 +79,8 @@ class DomainError(AutogradError, ArithmeticError):
         return {**super().as_dict(), **located}
 
 
-class SweepTooLarge(AutogradError):
-    """A sweep asks for more points, or more work, than this service is configured to do."""
+class RequestTooLarge(AutogradError):
+    """A sweep or a drawing asks for more work than this service is configured to do."""
 
     def __init__(self, kind: str, message: str, limit: str, maximum: float) -> None:
         super().__init__(kind, message)
@@ -127,4 +127,5 @@ LIMIT_KINDS = (
 )
 BINDING_KINDS = ("unbound_variables", "unknown_variables", "invalid_binding", "too_many_bindings")
 DOMAIN_KINDS = ("log_domain", "division_by_zero", "complex_result", "overflow", "non_finite")
-SWEEP_KINDS = ("too_many_points", "grid_too_large", "sweep_too_large")
+SIZE_KINDS = ("too_many_points", "grid_too_large", "sweep_too_large", "graph_too_large_to_draw")
+PICTURE_KINDS = ("graphviz_unavailable", "drawing_too_slow")

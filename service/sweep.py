@@ -19,7 +19,7 @@ import numpy as np
 import orjson
 
 from service.engine import Value, format_number
-from service.errors import BindingError, SweepTooLarge
+from service.errors import BindingError, RequestTooLarge
 from service.evaluator import Compiled, Evaluator
 from service.i18n import Message, _
 from service.tape import Failure, Tape
@@ -115,6 +115,21 @@ def sweep(
     }
 
 
+def at_bindings(
+    evaluator: Evaluator, expression: str, bindings: Mapping[str, float]
+) -> dict[str, Any] | None:
+    """Value and gradients at the bindings themselves (value None where that point fails), or
+    None when they do not give every input."""
+    compiled = evaluator.compile(expression, "primitive")
+    if any(name not in bindings for name in compiled.parsed.variables):
+        return None
+    result = tape_of(compiled).run(bindings, 1)
+    if result.failures:
+        return {"value": None, "gradients": {}}
+    gradients = {name: float(g[0]) for name, g in result.gradients.items()}
+    return {"value": float(result.value[0]), "gradients": gradients}
+
+
 def to_json(document: dict[str, Any]) -> bytes:
     """A sweep document as JSON: its arrays as lists, null at every failed point."""
     return orjson.dumps(document, option=orjson.OPT_SERIALIZE_NUMPY)
@@ -170,17 +185,17 @@ def _check_vary(
             columns=shape[1],
             maximum=limits.max_grid,
         )
-        raise SweepTooLarge("grid_too_large", message, "max_grid", limits.max_grid)
+        raise RequestTooLarge("grid_too_large", message, "max_grid", limits.max_grid)
     if len(shape) == 1 and shape[0] > limits.max_points:
         raise _too_many_points(shape[0], limits)
     return shape
 
 
-def _too_many_points(count: int, limits: SweepLimits) -> SweepTooLarge:
+def _too_many_points(count: int, limits: SweepLimits) -> RequestTooLarge:
     message = _(
         "{count} points; a sweep has at most {maximum}", count=count, maximum=limits.max_points
     )
-    return SweepTooLarge("too_many_points", message, "max_points", limits.max_points)
+    return RequestTooLarge("too_many_points", message, "max_points", limits.max_points)
 
 
 def _check_points(
@@ -222,7 +237,7 @@ def _check_cells(nodes: int, count: int, limits: SweepLimits) -> None:
             cells=nodes * count,
             maximum=limits.max_cells,
         )
-        raise SweepTooLarge("sweep_too_large", message, "max_cells", limits.max_cells)
+        raise RequestTooLarge("sweep_too_large", message, "max_cells", limits.max_cells)
 
 
 def _error(failure: Failure, shape: tuple[int, ...], compiled: Compiled) -> dict[str, Any]:

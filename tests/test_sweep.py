@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from service import sweep as sweeps
-from service.errors import AutogradError, BindingError, DomainError, SweepTooLarge
+from service.errors import AutogradError, BindingError, DomainError, RequestTooLarge
 from service.evaluator import Evaluator
 from service.operations import FUNCTIONS
 from service.sweep import Axis, SweepLimits
@@ -228,16 +228,16 @@ def test_far_ends_do_not_overflow_the_axis() -> None:
 
 def test_limits_have_their_own_kinds() -> None:
     small = SweepLimits(max_points=10, max_grid=4, max_cells=40)
-    with pytest.raises(SweepTooLarge) as line:
+    with pytest.raises(RequestTooLarge) as line:
         sweep(EVALUATOR, "x", {}, vary=[Axis("x", 0, 1, 11)], limits=small)
     assert (line.value.kind, line.value.maximum) == ("too_many_points", 10)
-    with pytest.raises(SweepTooLarge) as grid:
+    with pytest.raises(RequestTooLarge) as grid:
         sweep(EVALUATOR, "x*y", {}, vary=[Axis("x", 0, 1, 5), Axis("y", 0, 1, 2)], limits=small)
     assert grid.value.kind == "grid_too_large"
-    with pytest.raises(SweepTooLarge) as points:
+    with pytest.raises(RequestTooLarge) as points:
         sweep(EVALUATOR, "x", {}, points=[{"x": 1.0}] * 11, limits=small)
     assert points.value.kind == "too_many_points"
-    with pytest.raises(SweepTooLarge) as cells:
+    with pytest.raises(RequestTooLarge) as cells:
         sweep(EVALUATOR, "tanh(tanh(x))*2", {}, vary=[Axis("x", 0, 1, 10)], limits=small)
     assert cells.value.kind == "sweep_too_large"
 

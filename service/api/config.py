@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from service.limits import DEFAULT_LIMITS, Limits
+from service.sweep import SweepLimits
 
 ENVIRONMENT_PREFIX = "AUTOGRAD"
 
@@ -19,6 +20,12 @@ SETTINGS: dict[str, tuple[Any, str]] = {
     "MAX_CONSTANT_MAGNITUDE": (DEFAULT_LIMITS.max_constant_magnitude, "|c| of every constant"),
     "MAX_BINDINGS": (DEFAULT_LIMITS.max_bindings, "entries in one request's bindings"),
     "MAX_BODY_BYTES": (1024 * 1024, "bytes of request body; larger bodies get a 413"),
+    "MAX_SWEEP_POINTS": (10_000, "points of one sweep: a line, or explicit points"),
+    "MAX_SWEEP_GRID": (200, "points along each side of a sweep's grid"),
+    "MAX_SWEEP_CELLS": (10_000_000, "graph nodes x points of one sweep"),
+    "MAX_DRAWN_NODES": (2_000, "graph nodes Graphviz lays out for one SVG drawing"),
+    "PICTURE_RATE": (2.0, "plots and SVG drawings per second each worker renders, sustained"),
+    "PICTURE_BURST": (10, "plots and SVG drawings a worker renders in a burst above that rate"),
     "CACHE_SIZE": (256, "compiled expressions kept per worker (0 turns the cache off)"),
     "CACHE_NODES": (60_000, "graph nodes of all cached expressions together, per worker"),
     "CORS_ORIGINS": ("*", "origins browsers may call from: `*` or a comma-separated list"),
@@ -47,6 +54,14 @@ def cache_size(config: Mapping[str, Any]) -> int:
 
 def cache_nodes(config: Mapping[str, Any]) -> int:
     return _positive(config, "CACHE_NODES", int, minimum=0)
+
+
+def sweep_limits(config: Mapping[str, Any]) -> SweepLimits:
+    return SweepLimits(
+        _positive(config, "MAX_SWEEP_POINTS", int),
+        _positive(config, "MAX_SWEEP_GRID", int),
+        _positive(config, "MAX_SWEEP_CELLS", int),
+    )
 
 
 def cors_origins(config: Mapping[str, Any]) -> str | list[str]:

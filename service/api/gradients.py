@@ -6,8 +6,9 @@ from typing import Any
 
 from flask import Response
 
-from service.api import evaluator, json_response
+from service.api import evaluator
 from service.api.examples import GRADIENTS_REQUEST, gradients_document
+from service.api.pictures import DRAWING_CONTENT, document_or_drawing
 from service.api.problems import documents_problems
 from service.api.request import RESPONSE_HEADERS, Blueprint
 from service.api.schemas import EvaluationSchema, GradientsRequestSchema
@@ -24,7 +25,8 @@ blp = Blueprint(
 # Schema instances, not classes: webargs would build a new schema for every request.
 @blp.arguments(GradientsRequestSchema(), example=GRADIENTS_REQUEST)
 @blp.response(200, EvaluationSchema, example=gradients_document(), headers=RESPONSE_HEADERS)
-@documents_problems(blp, 400, 413, 415)
+@blp.doc(responses={"200": {"content": DRAWING_CONTENT}})
+@documents_problems(blp, 400, 413, 415, 429, 501, 503)
 def gradients(body: dict[str, Any]) -> Response:
     """Evaluate an expression and backpropagate through it
 
@@ -36,6 +38,7 @@ def gradients(body: dict[str, Any]) -> Response:
     does not accept, bindings that do not fit it, or a value that is not a finite real number is
     a 422 problem saying where.
     """
-    return json_response(
-        evaluator().evaluate(body["expression"], body["bindings"], body["granularity"])
+    return document_or_drawing(
+        evaluator().evaluate(body["expression"], body["bindings"], body["granularity"]),
+        body["format"],
     )

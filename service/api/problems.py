@@ -16,7 +16,14 @@ from service.api.kinds import HTTP_KINDS, KINDS, Problem, slug, type_uri
 from service.api.logs import LOGGER
 from service.api.request import REQUEST_ID_HEADER, RESPONSE_HEADERS
 from service.api.schemas import ProblemSchema
-from service.errors import AutogradError, BindingError, DomainError, ExpressionError, LimitExceeded
+from service.errors import (
+    AutogradError,
+    BindingError,
+    DomainError,
+    ExpressionError,
+    LimitExceeded,
+    RequestTooLarge,
+)
 
 PROBLEM_MIMETYPE = "application/problem+json"
 View = TypeVar("View", bound=Callable[..., Any])
@@ -73,7 +80,7 @@ def core_problem(error: AutogradError) -> dict[str, Any]:
     span = error.span if isinstance(error, ExpressionError | DomainError) else None
     if span is not None:
         extensions["position"] = {"start": span[0], "end": span[1]}
-    if isinstance(error, LimitExceeded):
+    if isinstance(error, LimitExceeded | RequestTooLarge):
         extensions.update(limit=error.limit, maximum=error.maximum)
     if isinstance(error, BindingError):
         extensions["variables"] = list(error.variables)

@@ -6,7 +6,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from marshmallow import Schema, ValidationError, fields, validate
+from marshmallow import Schema, ValidationError, fields, validate, validates_schema
 
 from service.api.kinds import KINDS, type_uri
 from service.api.request import NonFiniteNumber
@@ -81,6 +81,19 @@ def _expression() -> fields.String:
     )
 
 
+def _drawing_format() -> fields.String:
+    return fields.String(
+        load_default="json",
+        validate=validate.OneOf(("json", "dot", "mermaid", "svg")),
+        metadata={
+            "description": "`json`: the document below. The graph drawn in the style of "
+            "micrograd's draw_dot, each value a record `name | data | grad` and each operation "
+            "its own node: `dot` (Graphviz text), `mermaid` (for Markdown pages) or `svg` "
+            "(rendered by Graphviz; a 501 problem where the server has no Graphviz)."
+        },
+    )
+
+
 class GradientsRequestSchema(Schema):
     expression = _expression()
     bindings = Bindings(
@@ -88,11 +101,58 @@ class GradientsRequestSchema(Schema):
         metadata={"description": "A finite number for every variable of the expression."},
     )
     granularity = _granularity()
+    format = _drawing_format()
 
 
 class GraphRequestSchema(Schema):
     expression = _expression()
     granularity = _granularity()
+    format = _drawing_format()
+
+
+class AxisSchema(Schema):
+    name = fields.String(required=True, metadata={"description": "The variable to vary."})
+    start = fields.Float(
+        required=True, data_key="from", metadata={"description": "Its first value."}
+    )
+    stop = fields.Float(required=True, data_key="to", metadata={"description": "Its last value."})
+    points = fields.Integer(
+        required=True,
+        strict=True,
+        validate=validate.Range(min=1),
+        metadata={"description": "How many evenly spaced values, both ends included."},
+    )
+
+
+class SweepRequestSchema(Schema):
+    expression = _expression()
+    bindings = Bindings(
+        load_default=dict,
+        metadata={
+            "description": "A finite number for every variable that is not varied. A binding of a "
+            "varied variable is marked on a plot."
+        },
+    )
+    vary = fields.List(
+        fields.Nested(AxisSchema),
+        validate=validate.Length(min=1, max=2),
+        metadata={
+            "description": "One variable (a line) or two (a grid, whose rows follow the first)."
+        },
+    )
+    points = fields.List(
+        Bindings(),
+        validate=validate.Length(min=1),
+        metadata={"description": "Explicit binding sets instead of `vary`, merged over bindings."},
+    )
+
+    @validates_schema
+    def one_way(self, data: dict[str, Any], **kwargs: Any) -> None:
+        if ("vary" in data) == ("points" in data):
+            raise ValidationError("give either vary or points", "_schema")
+        names = [axis["name"] for axis in data.get("vary", ())]
+        if len(set(names)) != len(names):
+            raise ValidationError("vary two different variables", "vary")
 
 
 def _span() -> fields.List:
@@ -281,4 +341,50 @@ class ProblemSchema(Schema):
         fields.List,
         "Validation problems: each part of the body at fault.",
         fields.Nested(PointerSchema),
+    )
+
+
+def _sweep_array(description: str) -> fields.Raw:
+    """Numbers in a sweep's shape: a list, or a list of rows; null at a failed point."""
+    return fields.Raw(
+        required=True,
+        metadata={"description": description, "type": "array", "items": {"nullable": True}},
+    )
+
+
+class SweepErrorSchema(Schema):
+    index = _out(fields.Raw, "The failed point: its index, or `[i, j]` in a grid.")
+    kind = _out(
+        fields.String, "The reason, as the core's domain error kind.", validate=validate.OneOf(
+            ("log_domain", "division_by_zero", "complex_result", "overflow", "non_finite")
+        )
+    )  # fmt: skip
+    message = _out(fields.String, "Why, in a sentence for a student.")
+    node = _out(fields.Integer, "The primitive graph node where it failed.")
+    position = _out(fields.Nested, "Where in the expression.", PositionSchema)
+
+
+class SweepSchema(Schema):
+    expression = _out(fields.String, "The expression, as sent.")
+    axes = _out(
+        fields.Dict,
+        "The values of each varied variable (for `points`: of each variable they set).",
+        keys=fields.String(),
+        values=fields.List(fields.Float()),
+    )
+    value = _sweep_array(
+        "The value at every point: a list, or for a grid a list of rows where `value[i][j]` is "
+        "at the i-th value of the first varied name and the j-th of the second; null where the "
+        "point failed."
+    )
+    gradients = _out(
+        fields.Dict,
+        "For every variable, its gradient in the same shape as `value`.",
+        keys=fields.String(),
+        values=fields.Raw(metadata={"type": "array", "items": {"nullable": True}}),
+    )
+    errors = _out(
+        fields.List,
+        "One entry per point outside the domain, in point order.",
+        fields.Nested(SweepErrorSchema),
     )

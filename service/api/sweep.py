@@ -1,0 +1,153 @@
+"""POST /v1/sweep: value and gradients over a line, a grid or explicit points, as JSON or a plot;
+GET /v1/sweep: the same plot from a URL, for `<img src>`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Response, current_app, request
+from marshmallow import Schema, ValidationError, fields, post_load, validate
+
+from service import sweep as sweeps
+from service.api import evaluator, json_response
+from service.api.config import sweep_limits
+from service.api.pictures import PLOT_CONTENT, plot_response
+from service.api.problems import documents_problems
+from service.api.request import RESPONSE_HEADERS, Blueprint
+from service.api.schemas import SweepRequestSchema, SweepSchema
+from service.evaluator import Evaluator
+
+blp = Blueprint(
+    "sweep",
+    __name__,
+    url_prefix="/v1",
+    description="An expression over many points at once: sliders, plots and surfaces.",
+)
+
+LINE_REQUEST = {
+    "expression": "tanh(x1*w1 + x2*w2 + b)",
+    "bindings": {"x1": 2, "x2": 0, "w1": -3, "w2": 1, "b": 6.8813735870195432},
+    "vary": [{"name": "x1", "from": -1, "to": 3, "points": 5}],
+}
+ACCEPTED = ("application/json", "image/svg+xml", "image/png")
+IMAGES = {"image/svg+xml": "svg", "image/png": "png"}
+
+
+def _example() -> dict[str, Any]:
+    import json
+
+    document = sweeps.sweep(
+        Evaluator(), LINE_REQUEST["expression"], LINE_REQUEST["bindings"],
+        [sweeps.Axis("x1", -1, 3, 5)],
+    )  # fmt: skip
+    return json.loads(sweeps.to_json(document))
+
+
+def run(body: dict[str, Any]) -> dict[str, Any]:
+    """The core's sweep for a validated request, under this app's limits."""
+    vary = [sweeps.Axis(**axis) for axis in body["vary"]] if "vary" in body else None
+    return sweeps.sweep(
+        evaluator(), body["expression"], body["bindings"], vary, body.get("points"),
+        sweep_limits(current_app.config),
+    )  # fmt: skip
+
+
+def respond(document: dict[str, Any], body: dict[str, Any], image: str | None) -> Response:
+    """JSON, or the plot in `image` format with the request's own bindings marked."""
+    if image is None:
+        return json_response(document)
+    marked = sweeps.at_bindings(evaluator(), body["expression"], body["bindings"])
+    return plot_response(document, body["bindings"], marked, image)
+
+
+@blp.route("/sweep", methods=["POST"])
+@blp.arguments(SweepRequestSchema(), example=LINE_REQUEST)
+@blp.response(200, SweepSchema, example=_example(), headers=RESPONSE_HEADERS)
+@blp.doc(responses={"200": {"content": PLOT_CONTENT}})
+@documents_problems(blp, 400, 413, 415, 429)
+def sweep(body: dict[str, Any]) -> Response:
+    """Evaluate an expression over a line, a grid or explicit points
+
+    `vary` with one entry is a line; with two, a grid whose rows follow the first name, so
+    `value[i][j]` is at the i-th value of the first and the j-th of the second. `points` gives
+    explicit binding sets, each merged over `bindings`. Every point gets exactly the value and
+    gradients the scalar engine would; a point outside the domain is null in every array, with its
+    reason in `errors`, and the sweep still succeeds. Points, grid sides and graph nodes x points
+    are limited (see the problem types). With `Accept: image/svg+xml` or `image/png` the answer is
+    a plot: f and its derivative along a line, contours of f with gradient arrows over a grid,
+    the request's own bindings marked; plots have their own rate per worker (429 past it).
+    """
+    image = IMAGES.get(request.accept_mimetypes.best_match(ACCEPTED, "application/json"))
+    return respond(run(body), body, image)
+
+
+class _AxisText(fields.String):
+    """`name:from:to:points`, as a URL can carry it: `x:-3:3:200`."""
+
+    def _deserialize(self, value: Any, attr: Any, data: Any, **kwargs: Any) -> dict[str, Any]:
+        text = super()._deserialize(value, attr, data, **kwargs)
+        parts = text.split(":")
+        try:
+            name, start, stop, points = parts
+            axis = {"name": name, "from": float(start), "to": float(stop), "points": int(points)}
+        except ValueError:
+            message = f"expected name:from:to:points, such as x:-3:3:200, not {text!r}"
+            raise ValidationError(message) from None
+        return axis
+
+
+class _BindingText(fields.String):
+    """`name:number`, as a URL can carry it: `a:2`."""
+
+    def _deserialize(self, value: Any, attr: Any, data: Any, **kwargs: Any) -> tuple[str, Any]:
+        text = super()._deserialize(value, attr, data, **kwargs)
+        name, sep, number = text.partition(":")
+        try:
+            return name, float(number) if sep else None
+        except ValueError:
+            raise ValidationError(f"expected name:number, such as a:2, not {text!r}") from None
+
+
+class PlotQuerySchema(Schema):
+    expression = fields.String(required=True, metadata={"description": "The expression."})
+    vary = fields.List(
+        _AxisText(),
+        required=True,
+        validate=validate.Length(min=1, max=2),
+        metadata={"description": "`name:from:to:points`, once for a line, twice for a grid."},
+    )
+    bind = fields.List(
+        _BindingText(),
+        load_default=list,
+        metadata={"description": "`name:number` for each variable that is not varied."},
+    )
+    format = fields.String(
+        load_default="svg", validate=validate.OneOf(("svg", "png")),
+        metadata={"description": "The image format."},
+    )  # fmt: skip
+
+    @post_load
+    def as_body(self, query: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        """The POST body the query stands for, validated by the same schema."""
+        bindings = dict(query["bind"])
+        body = {"expression": query["expression"], "bindings": bindings, "vary": query["vary"]}
+        return {**_SWEEP_REQUEST.load(body), "format": query["format"]}
+
+
+_SWEEP_REQUEST = SweepRequestSchema()
+
+
+@blp.route("/sweep", methods=["GET"])
+@blp.arguments(PlotQuerySchema(), location="query")
+@blp.response(200, description="The plot.", headers=RESPONSE_HEADERS)
+@blp.doc(responses={"200": {"content": PLOT_CONTENT}})
+@documents_problems(blp, 400, 429)
+def plot(body: dict[str, Any]) -> Response:
+    """Plot a sweep from a URL, for `<img src>`
+
+    The same sweep as POST /v1/sweep with `vary`, as query parameters:
+    `/v1/sweep?expression=x*tanh(x)&vary=x:-3:3:200&format=svg`; a grid repeats `vary`, and
+    `bind=a:2` binds a variable that is not varied (repeat it for more). A binding of a varied
+    variable is marked on the plot.
+    """
+    return respond(run(body), body, body["format"])
