@@ -25,7 +25,7 @@ blp = Blueprint(
 # Schema instances, not classes: webargs would build a new schema for every request.
 @blp.arguments(GradientsRequestSchema(), example=GRADIENTS_REQUEST)
 @blp.response(200, EvaluationSchema, example=gradients_document(), headers=RESPONSE_HEADERS)
-@blp.doc(responses={"200": {"content": DRAWING_CONTENT}})
+@blp.doc(responses={200: {"content": DRAWING_CONTENT}})
 @documents_problems(blp, 400, 413, 415, 429, 501, 503)
 def gradients(body: dict[str, Any]) -> Response:
     """Evaluate an expression and backpropagate through it

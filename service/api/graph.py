@@ -24,7 +24,7 @@ blp = Blueprint(
 @blp.route("/graph", methods=["POST"])
 @blp.arguments(GraphRequestSchema(), example=GRAPH_REQUEST)
 @blp.response(200, StructureSchema, example=graph_document(), headers=RESPONSE_HEADERS)
-@blp.doc(responses={"200": {"content": DRAWING_CONTENT}})
+@blp.doc(responses={200: {"content": DRAWING_CONTENT}})
 @documents_problems(blp, 400, 413, 415, 429, 501, 503)
 def graph(body: dict[str, Any]) -> Response:
     """Parse an expression into its graph's structure

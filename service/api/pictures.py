@@ -45,7 +45,8 @@ class TokenBucket:
 class PictureSettings:
     def __init__(self, config: Mapping[str, Any]) -> None:
         self.bucket = TokenBucket(
-            _positive(config, "PICTURE_RATE", float), _positive(config, "PICTURE_BURST", int)
+            _positive(config, "PICTURE_RATE", float, minimum=1e-6),
+            _positive(config, "PICTURE_BURST", int),
         )
         self.max_drawn_nodes = _positive(config, "MAX_DRAWN_NODES", int)
 

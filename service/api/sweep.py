@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 from flask import Response, current_app, request
 from marshmallow import Schema, ValidationError, fields, post_load, validate
 
@@ -34,13 +35,15 @@ IMAGES = {"image/svg+xml": "svg", "image/png": "png"}
 
 
 def _example() -> dict[str, Any]:
-    import json
-
+    """The line request's answer, computed by the core when the spec is built."""
     document = sweeps.sweep(
         Evaluator(), LINE_REQUEST["expression"], LINE_REQUEST["bindings"],
         [sweeps.Axis("x1", -1, 3, 5)],
     )  # fmt: skip
-    return json.loads(sweeps.to_json(document))
+    return orjson.loads(sweeps.to_json(document))
+
+
+LINE_DOCUMENT = _example()
 
 
 def run(body: dict[str, Any]) -> dict[str, Any]:
@@ -62,8 +65,8 @@ def respond(document: dict[str, Any], body: dict[str, Any], image: str | None) -
 
 @blp.route("/sweep", methods=["POST"])
 @blp.arguments(SweepRequestSchema(), example=LINE_REQUEST)
-@blp.response(200, SweepSchema, example=_example(), headers=RESPONSE_HEADERS)
-@blp.doc(responses={"200": {"content": PLOT_CONTENT}})
+@blp.response(200, SweepSchema, example=LINE_DOCUMENT, headers=RESPONSE_HEADERS)
+@blp.doc(responses={200: {"content": PLOT_CONTENT}})
 @documents_problems(blp, 400, 413, 415, 429)
 def sweep(body: dict[str, Any]) -> Response:
     """Evaluate an expression over a line, a grid or explicit points
@@ -122,8 +125,8 @@ class PlotQuerySchema(Schema):
         metadata={"description": "`name:number` for each variable that is not varied."},
     )
     format = fields.String(
-        load_default="svg", validate=validate.OneOf(("svg", "png")),
-        metadata={"description": "The image format."},
+        load_default="svg", validate=validate.OneOf(("svg", "png", "json")),
+        metadata={"description": "The plot's image format, or `json` for the sweep itself."},
     )  # fmt: skip
 
     @post_load
@@ -139,8 +142,8 @@ _SWEEP_REQUEST = SweepRequestSchema()
 
 @blp.route("/sweep", methods=["GET"])
 @blp.arguments(PlotQuerySchema(), location="query")
-@blp.response(200, description="The plot.", headers=RESPONSE_HEADERS)
-@blp.doc(responses={"200": {"content": PLOT_CONTENT}})
+@blp.response(200, SweepSchema, example=LINE_DOCUMENT, headers=RESPONSE_HEADERS)
+@blp.doc(responses={200: {"content": PLOT_CONTENT}})
 @documents_problems(blp, 400, 429)
 def plot(body: dict[str, Any]) -> Response:
     """Plot a sweep from a URL, for `<img src>`
@@ -148,6 +151,6 @@ def plot(body: dict[str, Any]) -> Response:
     The same sweep as POST /v1/sweep with `vary`, as query parameters:
     `/v1/sweep?expression=x*tanh(x)&vary=x:-3:3:200&format=svg`; a grid repeats `vary`, and
     `bind=a:2` binds a variable that is not varied (repeat it for more). A binding of a varied
-    variable is marked on the plot.
+    variable is marked on the plot. `format=json` answers with the sweep's JSON document instead.
     """
-    return respond(run(body), body, body["format"])
+    return respond(run(body), body, None if body["format"] == "json" else body["format"])
