@@ -68,10 +68,12 @@ def plot(
     bindings: Mapping[str, float],
     marked: Mapping[str, Any] | None,
     image: str = "svg",
+    explicit: bool = False,
 ) -> bytes:
     """A sweep drawn: a line as f and its derivatives, a grid as contours of f with the gradient
     field as arrows, explicit points against their index. `marked` is the sweep's document at
-    the request's own bindings, when they give every input, to mark that point."""
+    the request's own bindings, when they give every input, to mark that point; `explicit` says
+    the sweep was of explicit points rather than along `vary`."""
     value = np.asarray(sweep["value"], dtype=float)
     axes = {name: np.asarray(values, dtype=float) for name, values in sweep["axes"].items()}
     gradients = {name: np.asarray(g, dtype=float) for name, g in sweep["gradients"].items()}
@@ -82,7 +84,7 @@ def plot(
         ax.set_title(f"f = {title if len(title) <= _TITLE else title[: _TITLE - 1] + '…'}")
         if value.ndim == 2:
             _grid(ax, figure, axes, value, gradients, bindings)
-        elif sweep.get("points") is None and len(axes) == 1:
+        elif not explicit and len(axes) == 1:
             _line(ax, axes, value, gradients, bindings, marked)
         else:
             _points(ax, value, gradients)

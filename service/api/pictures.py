@@ -90,11 +90,12 @@ def plot_response(
     bindings: Mapping[str, float],
     marked: Mapping[str, Any] | None,
     image: str,
+    explicit: bool,
 ) -> Response:
     """The sweep plotted as SVG or PNG, within the picture rate."""
     if (refused := over_rate()) is not None:
         return refused
-    body = pictures.plot(sweep, bindings, marked, image)
+    body = pictures.plot(sweep, bindings, marked, image, explicit)
     return Response(body, mimetype=pictures.PLOT_FORMATS[image])
 
 

@@ -110,12 +110,22 @@ class GraphRequestSchema(Schema):
     format = _drawing_format()
 
 
+class FiniteNumber(fields.Float):
+    """A JSON number that is a finite double; never a string, a boolean or null."""
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> float:
+        number = _finite(value)
+        if number is None:
+            raise ValidationError(f"must be a finite number, not {_json_name(value)}")
+        return number
+
+
 class AxisSchema(Schema):
     name = fields.String(required=True, metadata={"description": "The variable to vary."})
-    start = fields.Float(
+    start = FiniteNumber(
         required=True, data_key="from", metadata={"description": "Its first value."}
     )
-    stop = fields.Float(required=True, data_key="to", metadata={"description": "Its last value."})
+    stop = FiniteNumber(required=True, data_key="to", metadata={"description": "Its last value."})
     points = fields.Integer(
         required=True,
         strict=True,

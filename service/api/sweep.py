@@ -60,7 +60,7 @@ def respond(document: dict[str, Any], body: dict[str, Any], image: str | None) -
     if image is None:
         return json_response(document)
     marked = sweeps.at_bindings(evaluator(), body["expression"], body["bindings"])
-    return plot_response(document, body["bindings"], marked, image)
+    return plot_response(document, body["bindings"], marked, image, "points" in body)
 
 
 @blp.route("/sweep", methods=["POST"])
