@@ -276,3 +276,29 @@ def test_tanh_and_power_match_the_c_library_bit_for_bit() -> None:
     y = np.abs(x[np.abs(x) < 100]) + 1e-3
     for k in (2.0, -1.0, 0.5, 3.0, -2.5):
         assert power(y, k).tolist() == [v**k for v in y]
+
+
+# -- the command line ---------------------------------------------------------------------------
+
+
+def test_cli_sweep_json_svg_and_errors(
+    capsysbinary: pytest.CaptureFixture[bytes], tmp_path: Any
+) -> None:
+    from service.cli import main
+
+    assert main(["sweep", "log(x) * y", "y=2", "--vary", "x:-1:1:5"]) == 0
+    document = json.loads(capsysbinary.readouterr().out)
+    assert document["value"][3:] == [-1.3862943611198906, 0.0]
+    assert [e["kind"] for e in document["errors"]] == ["log_domain"] * 3
+    assert main(["sweep", "x*y", "--vary", "x:0:1:3", "--vary", "y:0:1:2"]) == 0
+    assert json.loads(capsysbinary.readouterr().out)["value"] == [[0, 0], [0, 0.5], [0, 1]]
+    assert main(["sweep", "a / b", "a=1", "--point", "b=2", "--point", "b=4"]) == 0
+    assert json.loads(capsysbinary.readouterr().out)["value"] == [0.5, 0.25]
+    target = tmp_path / "plot.svg"
+    assert main(["sweep", "-x * tanh(x)", "--vary", "x:-3:3:50", "--format", "svg",
+                 "--output", str(target)]) == 0  # fmt: skip
+    assert b"<svg" in target.read_bytes()
+    assert main(["sweep", "x * z", "--vary", "x:0:1:3"]) == 2
+    assert json.loads(capsysbinary.readouterr().out)["error"]["kind"] == "unbound_variables"
+    assert main(["eval", "(a + b) * c", "a=2", "b=-3", "c=10", "--format", "mermaid"]) == 0
+    assert capsysbinary.readouterr().out.startswith(b"flowchart LR")
