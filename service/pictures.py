@@ -138,7 +138,7 @@ def _grid(
         step_x, step_y = max(1, len(x) // _ARROWS), max(1, len(y) // _ARROWS)
         u = np.ma.masked_invalid(gradients[first].T[::step_y, ::step_x])
         v = np.ma.masked_invalid(gradients[second].T[::step_y, ::step_x])
-        ax.quiver(x[::step_x], y[::step_y], u, v, color="white", alpha=0.8)
+        ax.quiver(x[::step_x], y[::step_y], u, v, color="white", alpha=0.8, pivot="mid")
     ax.set_xlabel(first)
     ax.set_ylabel(second)
     if first in bindings and second in bindings:
