@@ -78,7 +78,9 @@ def plot(
     axes = {name: np.asarray(values, dtype=float) for name, values in sweep["axes"].items()}
     gradients = {name: np.asarray(g, dtype=float) for name, g in sweep["gradients"].items()}
     with matplotlib.rc_context(STYLE):
-        figure = Figure(figsize=(6.4, 4.4), layout="constrained")
+        # Fixed margins rather than a layout engine, which draws the figure twice to fit it.
+        figure = Figure(figsize=(6.4, 4.4))
+        figure.subplots_adjust(left=0.12, right=0.96, bottom=0.11, top=0.92)
         ax = figure.add_subplot()
         title = sweep["expression"]
         ax.set_title(f"f = {title if len(title) <= _TITLE else title[: _TITLE - 1] + '…'}")
@@ -118,7 +120,7 @@ def _line(
             ax.plot([at], [marked["gradients"][name]], "o", color="tab:orange")
             ax.annotate(f"{name} = {at:g}", (at, marked["value"]), textcoords="offset points",
                         xytext=(6, 6))  # fmt: skip
-    ax.legend(loc="best")
+    ax.legend(loc="upper left")  # "best" would test every one of the curve's points
 
 
 def _grid(
@@ -154,7 +156,7 @@ def _points(ax: Any, value: np.ndarray, gradients: dict[str, np.ndarray]) -> Non
         ax.plot(index, gradient, ".--", label=f"∂f/∂{name}")
     ax.set_xlabel("point")
     ax.set_ylabel("f and its gradients")
-    ax.legend(loc="best")
+    ax.legend(loc="upper left")
 
 
 # -- drawings of a graph ------------------------------------------------------------------------
