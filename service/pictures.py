@@ -13,7 +13,7 @@ import shutil
 from collections.abc import Mapping
 from typing import Any
 
-import graphviz
+import graphviz  # type: ignore[import-untyped]
 import matplotlib
 import numpy as np
 
@@ -34,7 +34,7 @@ GRAPH_FORMATS = {
 }
 # Text stays text in the SVG (searchable, small, and testable); ids and dates are fixed, so the
 # same request draws the same bytes.
-STYLE = {
+STYLE: dict[str, Any] = {
     "svg.fonttype": "none",
     "svg.hashsalt": "autograd-service",
     "font.size": 10,
@@ -77,7 +77,7 @@ def plot(
     value = np.asarray(sweep["value"], dtype=float)
     axes = {name: np.asarray(values, dtype=float) for name, values in sweep["axes"].items()}
     gradients = {name: np.asarray(g, dtype=float) for name, g in sweep["gradients"].items()}
-    with matplotlib.rc_context(STYLE):
+    with matplotlib.rc_context(STYLE):  # type: ignore[arg-type]
         # Fixed margins rather than a layout engine, which draws the figure twice to fit it.
         figure = Figure(figsize=(6.4, 4.4))
         figure.subplots_adjust(left=0.12, right=0.96, bottom=0.11, top=0.92)
@@ -214,7 +214,7 @@ def dot(document: Mapping[str, Any]) -> str:
             graph.edge(f"n{i}op", f"n{i}")
             for child in node["children"]:
                 graph.edge(f"n{child}", f"n{i}op")
-    return graph.source
+    return str(graph.source)
 
 
 def _record_text(text: str) -> str:
@@ -260,7 +260,7 @@ def render_svg(source: str) -> bytes:
     try:
         # Past the budget `dot` is interrupted, and subprocess kills it on the way out.
         with time_budget(_DRAWING_SECONDS, "drawing_too_slow"):
-            return graphviz.Source(source).pipe(format="svg")
+            return bytes(graphviz.Source(source).pipe(format="svg"))
     except graphviz.ExecutableNotFound:  # removed since the check above
         raise AutogradError(
             "graphviz_unavailable", _("Graphviz's dot program is missing")

@@ -22,19 +22,8 @@ from service.engine import Value, format_number
 from service.errors import BindingError, RequestTooLarge
 from service.evaluator import Compiled, Evaluator
 from service.i18n import Message, _
+from service.limits import Limits
 from service.tape import Failure, Tape
-
-
-@dataclass(frozen=True)
-class SweepLimits:
-    """How large a sweep may be; each is configurable and refused with its own problem type."""
-
-    max_points: int = 10_000  # points of a line, or explicit points
-    max_grid: int = 200  # points along each axis of a grid (200 x 200 by default)
-    max_cells: int = 10_000_000  # graph nodes x points: the work and, per chunk, the memory
-
-
-DEFAULT_SWEEP_LIMITS = SweepLimits()
 
 
 @dataclass(frozen=True)
@@ -79,16 +68,17 @@ def sweep(
     expression: str,
     bindings: Mapping[str, float],
     vary: Sequence[Axis] | None = None,
-    points: Sequence[Mapping[str, float]] | None = None,
-    limits: SweepLimits = DEFAULT_SWEEP_LIMITS,
+    points: Sequence[Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Value and gradients of `expression` along `vary` (a line, or a grid of two axes), or at
-    each of `points` (bindings merged over `bindings`)."""
+    each of `points` (bindings merged over `bindings`), under the evaluator's limits."""
     if (vary is None) == (points is None):
         raise ValueError("a sweep takes either `vary` or `points`")
+    limits = evaluator.limits
     compiled = evaluator.compile(expression, "primitive")
     variables = compiled.parsed.variables
-    _check_names(variables, bindings, evaluator.limits.max_bindings)
+    _check_names(variables, bindings, limits.max_bindings)
+    _check_numbers(bindings, "bindings")
     tape = tape_of(compiled)
     if vary is not None:
         shape = _check_vary(vary, variables, bindings, limits)
@@ -98,11 +88,11 @@ def sweep(
     else:
         assert points is not None
         shape = (len(points),)
-        varied = _check_points(points, variables, bindings, evaluator.limits.max_bindings, limits)
+        varied = _check_points(points, variables, bindings, limits)
         axes = varied
     count = math.prod(shape)
     _check_cells(tape.size, count, limits)
-    inputs = {name: varied.get(name, bindings.get(name)) for name in variables}
+    inputs: dict[str, Any] = {name: varied.get(name, bindings.get(name)) for name in variables}
     result = tape.run(inputs, count)
     # numpy arrays, NaN at failed points: orjson writes them as JSON lists with null there, at
     # a fraction of the cost of building Python lists first.
@@ -156,8 +146,27 @@ def _unknown_message(unknown: list[str]) -> Message:
     )
 
 
+def _check_numbers(bindings: Mapping[str, Any], where: str) -> None:
+    """Every value a finite number (never a boolean), else `invalid_binding` naming them."""
+    bad = [name for name, value in bindings.items() if not _is_finite_number(value)]
+    if bad:
+        message = _(
+            "{names} must be bound to finite numbers in {where}", names=", ".join(bad), where=where
+        )
+        raise BindingError("invalid_binding", message, bad)
+
+
+def _is_finite_number(value: object) -> bool:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int beyond the range of a double
+        return False
+
+
 def _check_vary(
-    vary: Sequence[Axis], variables: Sequence[str], bindings: Mapping[str, Any], limits: SweepLimits
+    vary: Sequence[Axis], variables: Sequence[str], bindings: Mapping[str, Any], limits: Limits
 ) -> tuple[int, ...]:
     names = [axis.name for axis in vary]
     if not 1 <= len(vary) <= 2 or len(set(names)) != len(names):
@@ -178,38 +187,38 @@ def _check_vary(
             )
             raise BindingError("invalid_binding", message, [axis.name])
     shape = tuple(axis.points for axis in vary)
-    if len(shape) == 2 and max(shape) > limits.max_grid:
+    if len(shape) == 2 and max(shape) > limits.max_sweep_grid:
         message = _(
             "a grid of {rows} x {columns} points; each side has at most {maximum}",
             rows=shape[0],
             columns=shape[1],
-            maximum=limits.max_grid,
+            maximum=limits.max_sweep_grid,
         )
-        raise RequestTooLarge("grid_too_large", message, "max_grid", limits.max_grid)
-    if len(shape) == 1 and shape[0] > limits.max_points:
+        raise RequestTooLarge("grid_too_large", message, "max_sweep_grid", limits.max_sweep_grid)
+    if len(shape) == 1 and shape[0] > limits.max_sweep_points:
         raise _too_many_points(shape[0], limits)
     return shape
 
 
-def _too_many_points(count: int, limits: SweepLimits) -> RequestTooLarge:
-    message = _(
-        "{count} points; a sweep has at most {maximum}", count=count, maximum=limits.max_points
-    )
-    return RequestTooLarge("too_many_points", message, "max_points", limits.max_points)
+def _too_many_points(count: int, limits: Limits) -> RequestTooLarge:
+    maximum = limits.max_sweep_points
+    message = _("{count} points; a sweep has at most {maximum}", count=count, maximum=maximum)
+    return RequestTooLarge("too_many_points", message, "max_sweep_points", maximum)
 
 
 def _check_points(
-    points: Sequence[Mapping[str, float]],
+    points: Sequence[Mapping[str, Any]],
     variables: Sequence[str],
     bindings: Mapping[str, float],
-    max_bindings: int,
-    limits: SweepLimits,
+    limits: Limits,
 ) -> dict[str, np.ndarray]:
     """One array per input that some point sets, each point falling back to `bindings`."""
-    if len(points) > limits.max_points:
+    if len(points) > limits.max_sweep_points:
         raise _too_many_points(len(points), limits)
     named = {name for point in points for name in point}
-    _check_names(variables, {name: 0.0 for name in named}, max_bindings)
+    _check_names(variables, {name: 0.0 for name in named}, limits.max_bindings)
+    for index, point in enumerate(points):
+        _check_numbers(point, f"points[{index}]")
     columns: dict[str, np.ndarray] = {}
     for name in variables:
         if name not in named:
@@ -227,17 +236,17 @@ def _check_points(
     return columns
 
 
-def _check_cells(nodes: int, count: int, limits: SweepLimits) -> None:
-    if nodes * count > limits.max_cells:
+def _check_cells(nodes: int, count: int, limits: Limits) -> None:
+    if nodes * count > limits.max_sweep_cells:
         message = _(
             "{nodes} graph nodes at {count} points is {cells} node evaluations; "
             "a sweep does at most {maximum}",
             nodes=nodes,
             count=count,
             cells=nodes * count,
-            maximum=limits.max_cells,
+            maximum=limits.max_sweep_cells,
         )
-        raise RequestTooLarge("sweep_too_large", message, "max_cells", limits.max_cells)
+        raise RequestTooLarge("sweep_too_large", message, "max_sweep_cells", limits.max_sweep_cells)
 
 
 def _error(failure: Failure, shape: tuple[int, ...], compiled: Compiled) -> dict[str, Any]:

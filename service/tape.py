@@ -291,12 +291,12 @@ class Tape:
 # -- the operations, over rows of points -----------------------------------------------------
 
 
-def _add(tape: Tape, i: int, values: FloatArray, locals_: dict) -> None:
+def _add(tape: Tape, i: int, values: FloatArray, locals_: dict[int, FloatArray]) -> None:
     a, b = tape.children[i]
     np.add(values[a], values[b], out=values[i])
 
 
-def _multiply(tape: Tape, i: int, values: FloatArray, locals_: dict) -> None:
+def _multiply(tape: Tape, i: int, values: FloatArray, locals_: dict[int, FloatArray]) -> None:
     a, b = tape.children[i]
     np.multiply(values[a], values[b], out=values[i])
 
@@ -305,10 +305,11 @@ def power(x: FloatArray, k: float) -> FloatArray:
     """`x ** k` elementwise as C's pow computes it, like Python's float power. numpy computes a
     scalar exponent 2, 0.5 or -1 as a square, root or reciprocal, which can differ in the last
     bit; an exponent array makes it call pow for every element."""
-    return np.power(x, np.full_like(x, k))
+    result: FloatArray = np.power(x, np.full_like(x, k))
+    return result
 
 
-def _power(tape: Tape, i: int, values: FloatArray, locals_: dict) -> None:
+def _power(tape: Tape, i: int, values: FloatArray, locals_: dict[int, FloatArray]) -> None:
     x = values[tape.children[i][0]]
     k = tape.exponents[i]
     assert k is not None
@@ -317,17 +318,17 @@ def _power(tape: Tape, i: int, values: FloatArray, locals_: dict) -> None:
     locals_[i] = k * power(x, k - 1) if k != 0 else np.zeros_like(x)
 
 
-def _exp(tape: Tape, i: int, values: FloatArray, locals_: dict) -> None:
+def _exp(tape: Tape, i: int, values: FloatArray, locals_: dict[int, FloatArray]) -> None:
     np.exp(values[tape.children[i][0]], out=values[i])
 
 
-def _log(tape: Tape, i: int, values: FloatArray, locals_: dict) -> None:
+def _log(tape: Tape, i: int, values: FloatArray, locals_: dict[int, FloatArray]) -> None:
     x = values[tape.children[i][0]]
     np.log(x, out=values[i])
     locals_[i] = 1.0 / x
 
 
-def _relu(tape: Tape, i: int, values: FloatArray, locals_: dict) -> None:
+def _relu(tape: Tape, i: int, values: FloatArray, locals_: dict[int, FloatArray]) -> None:
     x = values[tape.children[i][0]]
     # micrograd's `0 if x < 0 else x`: -0.0 stays -0.0, as in the engine
     np.copyto(values[i], x)
@@ -352,14 +353,15 @@ def tanh(x: FloatArray) -> FloatArray:
     z += 1.0  # 1 + (-2 / d) is 1 - 2 / d, bit for bit
     np.negative(t, out=t, where=small)
     np.divide(t, d, out=z, where=small)
-    return np.copysign(z, x, out=z)
+    result: FloatArray = np.copysign(z, x, out=z)
+    return result
 
 
-def _tanh(tape: Tape, i: int, values: FloatArray, locals_: dict) -> None:
+def _tanh(tape: Tape, i: int, values: FloatArray, locals_: dict[int, FloatArray]) -> None:
     values[i] = tanh(values[tape.children[i][0]])
 
 
-FORWARD: dict[str, Callable[[Tape, int, FloatArray, dict], None]] = {
+FORWARD: dict[str, Callable[[Tape, int, FloatArray, dict[int, FloatArray]], None]] = {
     "+": _add,
     "*": _multiply,
     "**": _power,

@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 from service import sweep as sweeps
 from service.errors import AutogradError, BindingError, DomainError, RequestTooLarge
 from service.evaluator import Evaluator
+from service.limits import Limits
 from service.operations import FUNCTIONS
-from service.sweep import Axis, SweepLimits
+from service.sweep import Axis
 from service.tape import power, tanh
 
 EVALUATOR = Evaluator()
@@ -227,18 +228,18 @@ def test_far_ends_do_not_overflow_the_axis() -> None:
 
 
 def test_limits_have_their_own_kinds() -> None:
-    small = SweepLimits(max_points=10, max_grid=4, max_cells=40)
+    small = Evaluator(Limits(max_sweep_points=10, max_sweep_grid=4, max_sweep_cells=40))
     with pytest.raises(RequestTooLarge) as line:
-        sweep(EVALUATOR, "x", {}, vary=[Axis("x", 0, 1, 11)], limits=small)
+        sweep(small, "x", {}, vary=[Axis("x", 0, 1, 11)])
     assert (line.value.kind, line.value.maximum) == ("too_many_points", 10)
     with pytest.raises(RequestTooLarge) as grid:
-        sweep(EVALUATOR, "x*y", {}, vary=[Axis("x", 0, 1, 5), Axis("y", 0, 1, 2)], limits=small)
+        sweep(small, "x*y", {}, vary=[Axis("x", 0, 1, 5), Axis("y", 0, 1, 2)])
     assert grid.value.kind == "grid_too_large"
     with pytest.raises(RequestTooLarge) as points:
-        sweep(EVALUATOR, "x", {}, points=[{"x": 1.0}] * 11, limits=small)
+        sweep(small, "x", {}, points=[{"x": 1.0}] * 11)
     assert points.value.kind == "too_many_points"
     with pytest.raises(RequestTooLarge) as cells:
-        sweep(EVALUATOR, "tanh(tanh(x))*2", {}, vary=[Axis("x", 0, 1, 10)], limits=small)
+        sweep(small, "tanh(tanh(x))*2", {}, vary=[Axis("x", 0, 1, 10)])
     assert cells.value.kind == "sweep_too_large"
 
 
@@ -256,6 +257,16 @@ def test_bad_bindings_are_refused(bindings: dict, vary: list[Axis], kind: str) -
     with pytest.raises(BindingError) as error:
         sweep(EVALUATOR, "x * y", bindings, vary=vary)
     assert error.value.kind == kind
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, "1", None, True, 10**400])
+def test_values_that_are_not_finite_numbers_are_refused(value: Any) -> None:
+    with pytest.raises(BindingError) as bound:
+        sweep(EVALUATOR, "x * y", {"y": value}, vary=[Axis("x", 0, 1, 2)])
+    assert (bound.value.kind, bound.value.variables) == ("invalid_binding", ["y"])
+    with pytest.raises(BindingError) as point:
+        sweep(EVALUATOR, "x * y", {"y": 1}, points=[{"x": 1}, {"x": value}])
+    assert (point.value.kind, point.value.variables) == ("invalid_binding", ["x"])
 
 
 def test_a_point_without_a_value_is_refused() -> None:
@@ -299,6 +310,7 @@ def test_cli_sweep_json_svg_and_errors(
                  "--output", str(target)]) == 0  # fmt: skip
     assert b"<svg" in target.read_bytes()
     assert main(["sweep", "x * z", "--vary", "x:0:1:3"]) == 2
-    assert json.loads(capsysbinary.readouterr().out)["error"]["kind"] == "unbound_variables"
+    problem = json.loads(capsysbinary.readouterr().out)
+    assert problem["type"].endswith("/unbound-variables")
     assert main(["eval", "(a + b) * c", "a=2", "b=-3", "c=10", "--format", "mermaid"]) == 0
     assert capsysbinary.readouterr().out.startswith(b"flowchart LR")

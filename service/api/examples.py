@@ -14,7 +14,7 @@ GRADIENTS_REQUEST = {"expression": LESSON_EXPRESSION, "bindings": LESSON_BINDING
 GRAPH_REQUEST = {"expression": LESSON_EXPRESSION}
 
 # Requests the core refuses, one of each family, shown as examples of a 422 problem.
-REFUSED = {
+REFUSED: dict[str, tuple[str, dict[str, float]]] = {
     "unbalanced-parenthesis": ("(a + b * c", {"a": 2, "b": -3, "c": 10}),
     "unbound-variables": (LESSON_EXPRESSION, {"a": 2, "b": -3}),
     "log-domain": ("log(a + b) * c", {"a": 2, "b": -3, "c": 10}),

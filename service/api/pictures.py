@@ -10,12 +10,13 @@ from typing import Any
 from flask import Flask, Response, current_app
 
 from service import pictures
-from service.api import json_response
+from service.api import evaluator, json_response
 from service.api.config import _positive
-from service.api.problems import problem_body, problem_response
+from service.api.problems import problem_response
 from service.i18n import _
+from service.kinds import problem_body
 
-EXTENSION = "autograd.pictures"  # the app's `extensions` key for its `PictureSettings`
+EXTENSION = "autograd.pictures"  # the app's `extensions` key for its picture `TokenBucket`
 GRAPH_FORMATS = ("json", *pictures.GRAPH_FORMATS)  # what `format` may ask /v1/graph and gradients
 
 
@@ -42,28 +43,23 @@ class TokenBucket:
             return (1 - self.tokens) / self.rate
 
 
-class PictureSettings:
-    def __init__(self, config: Mapping[str, Any]) -> None:
-        self.bucket = TokenBucket(
-            _positive(config, "PICTURE_RATE", float, minimum=1e-6),
-            _positive(config, "PICTURE_BURST", int),
-        )
-        self.max_drawn_nodes = _positive(config, "MAX_DRAWN_NODES", int)
-
-
 def init_app(app: Flask) -> None:
-    """The app's picture settings; the fonts are loaded here, so a preloading gunicorn master
+    """The app's picture rate; the fonts are loaded here, so a preloading gunicorn master
     has matplotlib ready before it forks its workers."""
-    app.extensions[EXTENSION] = PictureSettings(app.config)
+    app.extensions[EXTENSION] = TokenBucket(
+        _positive(app.config, "PICTURE_RATE", float, minimum=1e-6),
+        _positive(app.config, "PICTURE_BURST", int),
+    )
     pictures.warm_up()
 
 
 def over_rate() -> Response | None:
     """A 429 problem when this worker has rendered its share of pictures, else None."""
-    wait = current_app.extensions[EXTENSION].bucket.take()
+    bucket = current_app.extensions[EXTENSION]
+    wait = bucket.take()
     if not wait:
         return None
-    rate = current_app.extensions[EXTENSION].bucket.rate
+    rate = bucket.rate
     detail = _(
         "this server renders at most {rate} pictures per second per worker; try again in "
         "{seconds} s",
@@ -80,8 +76,7 @@ def document_or_drawing(document: dict[str, Any], kind: str) -> Response:
         return json_response(document)
     if kind == "svg" and (refused := over_rate()) is not None:
         return refused
-    settings = current_app.extensions[EXTENSION]
-    body = pictures.draw(document, kind, settings.max_drawn_nodes)
+    body = pictures.draw(document, kind, evaluator().limits.max_drawn_nodes)
     return Response(body, mimetype=pictures.GRAPH_FORMATS[kind])
 
 

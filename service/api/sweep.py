@@ -3,15 +3,15 @@ GET /v1/sweep: the same plot from a URL, for `<img src>`."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import orjson
-from flask import Response, current_app, request
+from flask import Response, request
 from marshmallow import Schema, ValidationError, fields, post_load, validate
 
 from service import sweep as sweeps
 from service.api import evaluator, json_response
-from service.api.config import sweep_limits
 from service.api.pictures import PLOT_CONTENT, plot_response
 from service.api.problems import documents_problems
 from service.api.request import RESPONSE_HEADERS, Blueprint
@@ -25,9 +25,10 @@ blp = Blueprint(
     description="An expression over many points at once: sliders, plots and surfaces.",
 )
 
-LINE_REQUEST = {
+LINE_BINDINGS = {"x1": 2, "x2": 0, "w1": -3, "w2": 1, "b": 6.8813735870195432}
+LINE_REQUEST: dict[str, Any] = {
     "expression": "tanh(x1*w1 + x2*w2 + b)",
-    "bindings": {"x1": 2, "x2": 0, "w1": -3, "w2": 1, "b": 6.8813735870195432},
+    "bindings": LINE_BINDINGS,
     "vary": [{"name": "x1", "from": -1, "to": 3, "points": 5}],
 }
 ACCEPTED = ("application/json", "image/svg+xml", "image/png")
@@ -37,10 +38,10 @@ IMAGES = {"image/svg+xml": "svg", "image/png": "png"}
 def _example() -> dict[str, Any]:
     """The line request's answer, computed by the core when the spec is built."""
     document = sweeps.sweep(
-        Evaluator(), LINE_REQUEST["expression"], LINE_REQUEST["bindings"],
-        [sweeps.Axis("x1", -1, 3, 5)],
-    )  # fmt: skip
-    return orjson.loads(sweeps.to_json(document))
+        Evaluator(), str(LINE_REQUEST["expression"]), LINE_BINDINGS, [sweeps.Axis("x1", -1, 3, 5)]
+    )
+    answer: dict[str, Any] = orjson.loads(sweeps.to_json(document))
+    return answer
 
 
 LINE_DOCUMENT = _example()
@@ -49,10 +50,7 @@ LINE_DOCUMENT = _example()
 def run(body: dict[str, Any]) -> dict[str, Any]:
     """The core's sweep for a validated request, under this app's limits."""
     vary = [sweeps.Axis(**axis) for axis in body["vary"]] if "vary" in body else None
-    return sweeps.sweep(
-        evaluator(), body["expression"], body["bindings"], vary, body.get("points"),
-        sweep_limits(current_app.config),
-    )  # fmt: skip
+    return sweeps.sweep(evaluator(), body["expression"], body["bindings"], vary, body.get("points"))
 
 
 def respond(document: dict[str, Any], body: dict[str, Any], image: str | None) -> Response:
@@ -84,31 +82,51 @@ def sweep(body: dict[str, Any]) -> Response:
     return respond(run(body), body, image)
 
 
-class _AxisText(fields.String):
+# The GET form's parameters, as the spec states them and as they are read: nothing else parses.
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+_NUMBER = r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?"
+AXIS_PATTERN = f"^({_NAME}):({_NUMBER}):({_NUMBER}):([1-9][0-9]{{0,17}})$"
+BINDING_PATTERN = f"^({_NAME}):({_NUMBER})$"
+
+
+class _Text(fields.Field):  # type: ignore[type-arg]
+    """A query parameter in a fixed form, read by `pattern`'s groups."""
+
+    def __init__(self, pattern: str, example: str, **kwargs: Any) -> None:
+        metadata = {"type": "string", "pattern": pattern, "example": example}
+        super().__init__(metadata={**metadata, **kwargs.pop("metadata", {})}, **kwargs)
+        self.regex = re.compile(pattern)
+        self.example = example
+
+    def _deserialize(self, value: Any, attr: Any, data: Any, **kwargs: Any) -> Any:
+        match = self.regex.match(value) if isinstance(value, str) else None
+        if match is None:
+            raise ValidationError(f"expected the form {self.example}, not {value!r}")
+        return self.read(*match.groups())
+
+    def read(self, *groups: str) -> Any:
+        raise NotImplementedError
+
+
+class _AxisText(_Text):
     """`name:from:to:points`, as a URL can carry it: `x:-3:3:200`."""
 
-    def _deserialize(self, value: Any, attr: Any, data: Any, **kwargs: Any) -> dict[str, Any]:
-        text = super()._deserialize(value, attr, data, **kwargs)
-        parts = text.split(":")
-        try:
-            name, start, stop, points = parts
-            axis = {"name": name, "from": float(start), "to": float(stop), "points": int(points)}
-        except ValueError:
-            message = f"expected name:from:to:points, such as x:-3:3:200, not {text!r}"
-            raise ValidationError(message) from None
-        return axis
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(AXIS_PATTERN, "x:-3:3:200", **kwargs)
+
+    def read(self, *groups: str) -> dict[str, Any]:
+        name, start, stop, points = groups
+        return {"name": name, "from": float(start), "to": float(stop), "points": int(points)}
 
 
-class _BindingText(fields.String):
+class _BindingText(_Text):
     """`name:number`, as a URL can carry it: `a:2`."""
 
-    def _deserialize(self, value: Any, attr: Any, data: Any, **kwargs: Any) -> tuple[str, Any]:
-        text = super()._deserialize(value, attr, data, **kwargs)
-        name, sep, number = text.partition(":")
-        try:
-            return name, float(number) if sep else None
-        except ValueError:
-            raise ValidationError(f"expected name:number, such as a:2, not {text!r}") from None
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(BINDING_PATTERN, "a:2", **kwargs)
+
+    def read(self, *groups: str) -> tuple[str, float]:
+        return groups[0], float(groups[1])
 
 
 class PlotQuerySchema(Schema):
