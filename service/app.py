@@ -48,6 +48,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     api = ProblemApi(app)
     for resource in RESOURCES:
         api.register_blueprint(resource)
+    sweep.document(api.spec)
     app.register_blueprint(docs.blp)
     app.extensions[docs.SPEC_EXTENSION] = api.spec
     app.after_request(_preflight_names_the_routes_methods)  # before CORS's, which runs first

@@ -732,7 +732,7 @@ SWEEP = [
                  id="sweep-both-vary-and-points"),
     pytest.param(sweep("validation-error", expression="x*y*z", vary=[_axis("x"), _axis("y"),
                  _axis("z")]), id="sweep-three-axes"),
-    pytest.param(sweep("validation-error", expression="x", vary=[_axis(), _axis()]),
+    pytest.param(sweep("invalid-binding", expression="x", vary=[_axis(), _axis()]),
                  id="sweep-same-axis-twice"),
     pytest.param(sweep("validation-error", expression="x", vary=[]), id="sweep-no-axes"),
     pytest.param(sweep("validation-error", expression="x", points=[]), id="sweep-no-points"),
@@ -880,7 +880,7 @@ def test_limits_are_configurable_and_reported() -> None:
              "MAX_BODY_BYTES": 2000}  # fmt: skip
     client = make_app(testing=False, **small).test_client()
     limits = client.get("/v1/operations").get_json()["limits"]
-    assert {name.lower(): value for name, value in small.items()} == limits
+    assert {name.lower(): value for name, value in small.items()}.items() <= limits.items()
     for case in (
         gradients("a" * 51, "expression-too-long"),
         gradients("((((a))))", "nesting-too-deep"),

@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 import orjson
+from apispec import APISpec
 from flask import Response, request
 from marshmallow import Schema, ValidationError, fields, post_load, validate
 
@@ -47,6 +48,14 @@ def _example() -> dict[str, Any]:
 LINE_DOCUMENT = _example()
 
 
+def document(spec: APISpec) -> None:
+    """What the request schema's fields cannot say in the spec: `vary` or `points`, not both."""
+    spec.components.schemas["SweepRequest"]["oneOf"] = [
+        {"required": ["vary"]},
+        {"required": ["points"]},
+    ]
+
+
 def run(body: dict[str, Any]) -> dict[str, Any]:
     """The core's sweep for a validated request, under this app's limits."""
     vary = [sweeps.Axis(**axis) for axis in body["vary"]] if "vary" in body else None
@@ -84,7 +93,8 @@ def sweep(body: dict[str, Any]) -> Response:
 
 # The GET form's parameters, as the spec states them and as they are read: nothing else parses.
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
-_NUMBER = r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?"
+# At most 20 digits and a two-digit exponent: every number the pattern allows is a finite double.
+_NUMBER = r"[-+]?(?:[0-9]{1,20}(?:\.[0-9]{0,20})?|\.[0-9]{1,20})(?:[eE][-+]?[0-9]{1,2})?"
 AXIS_PATTERN = f"^({_NAME}):({_NUMBER}):({_NUMBER}):([1-9][0-9]{{0,17}})$"
 BINDING_PATTERN = f"^({_NAME}):({_NUMBER})$"
 
