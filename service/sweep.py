@@ -56,8 +56,8 @@ def tape_of(compiled: Compiled) -> Tape:
     if tape is None:
         # NaN inputs trace the graph's shape, as the evaluator does when it compiles.
         env = {name: Value(math.nan) for name in compiled.parsed.variables}
-        root, _results = compiled.build(env)
-        tape = Tape.from_graph(root, env)
+        root, results = compiled.build(env)
+        tape = Tape.from_graph(root, env, results.values())
         with _tapes_lock:
             _tapes[compiled] = tape
     return tape

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,6 +92,7 @@ class Tape:
         constants: Mapping[int, float],
         slots: Mapping[str, int],
         root: int,
+        checks: tuple[int, ...] | None = None,
     ) -> None:
         self.ops = ops  # per node, in forward (topological) order: "" for a leaf, else the op
         self.children = children  # operand node indices, in the engine's order
@@ -100,15 +101,23 @@ class Tape:
         self.slots = dict(slots)  # variable name -> its leaf's index
         self.root = root
         self.size = len(ops)
+        # the order a point's operations are checked in: the order the engine computes them
+        self.checks = checks if checks is not None else tuple(range(self.size))
 
     @classmethod
-    def from_graph(cls, root: Value, variables: Mapping[str, Value]) -> Tape:
+    def from_graph(
+        cls, root: Value, variables: Mapping[str, Value], built: Iterable[object] = ()
+    ) -> Tape:
         """The tape of the graph below `root`, in the engine's own topological order, so that
-        backward adds gradients in exactly the order `Value.backward` does."""
+        backward adds gradients in exactly the order `Value.backward` does. `built` lists the
+        results in the order they were computed, when that may differ from the topological
+        order (a shared value used later, in a program): a point's failure is then reported at
+        the operation the engine would have stopped at first."""
         order = root.topological_order()
         index = {id(node): i for i, node in enumerate(order)}
         fields = [node_fields(node) for node in order]
         names = {id(value): name for name, value in variables.items()}
+        rank = _build_ranks([v for v in (*built, root) if isinstance(v, Value)])
         return cls(
             ops=tuple(op for op, _, _ in fields),
             children=tuple(tuple(index[id(c)] for c in children) for _, children, _ in fields),
@@ -120,6 +129,7 @@ class Tape:
             },
             slots={names[id(node)]: i for i, node in enumerate(order) if id(node) in names},
             root=index[id(root)],
+            checks=tuple(sorted(range(len(order)), key=lambda i: rank.get(id(order[i]), i))),
         )
 
     def chunk_points(self) -> int:
@@ -200,7 +210,8 @@ class Tape:
         sub = values[:, suspects]
         alive = np.ones(suspects.size, dtype=bool)
         failed: dict[int, tuple[str, int, float | None]] = {}
-        for i, op in enumerate(self.ops):
+        for i in self.checks:
+            op = self.ops[i]
             if not op or not alive.any():
                 continue
             x = sub[self.children[i][0]]
@@ -286,6 +297,27 @@ class Tape:
                 found[int(suspects[column])] = ("non_finite", i, None)
             alive[hit] = False
         return found
+
+
+def _build_ranks(built: list[Value]) -> dict[int, int]:
+    """Each node's place in the order the engine created it: the results in the order they were
+    computed, each one's new nodes children first (an operation makes its operands' nodes, as in
+    `a / b = a * b ** -1`, before its own)."""
+    rank: dict[int, int] = {}
+    for top in built:
+        if id(top) in rank:
+            continue
+        stack = [(top, iter(node_fields(top)[1]))]
+        while stack:
+            node, children = stack[-1]
+            for child in children:
+                if id(child) not in rank:
+                    stack.append((child, iter(node_fields(child)[1])))
+                    break
+            else:
+                stack.pop()
+                rank.setdefault(id(node), len(rank))
+    return rank
 
 
 # -- the operations, over rows of points -----------------------------------------------------
