@@ -1,7 +1,9 @@
 """Command line: `autograd-service eval "(a + b) * c" a=2 b=-3 c=10` prints the document.
 
-`python -m service` is the same program. A refusal prints the problem document the HTTP API
-answers with, so a script handles both the same way.
+`python -m service` is the same program. A program can be read from a file:
+`autograd-service eval -f program.py [name=value ...]`, where `-f -` reads standard input. A
+refusal prints the problem document the HTTP API answers with, so a script handles both the same
+way.
 """
 
 from __future__ import annotations
@@ -41,8 +43,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True)
     evaluate = commands.add_parser("eval", help="evaluate an expression and print the document")
-    evaluate.add_argument("expression", help='for example "(a + b) * c"')
+    evaluate.add_argument(
+        "expression", nargs="?", help='for example "(a + b) * c"; leave out with --file'
+    )
     evaluate.add_argument("bindings", nargs="*", type=_binding, metavar="NAME=NUMBER")
+    evaluate.add_argument(
+        "-f",
+        "--file",
+        type=argparse.FileType("r", encoding="utf-8"),
+        help="read the expression or program from this file (- for standard input)",
+    )
+    evaluate.add_argument("--output", help="the program's name whose value is the output")
     evaluate.add_argument("--granularity", choices=GRANULARITIES, default=DEFAULT_GRANULARITY)
     evaluate.add_argument("--indent", type=int, default=2, help="JSON indent (0: one line)")
     evaluate.add_argument("--format", choices=("json", *GRAPH_FORMATS), default="json",
@@ -54,10 +65,11 @@ def build_parser() -> argparse.ArgumentParser:
 def _parse_arguments(argv: Sequence[str]) -> argparse.Namespace:
     # `-a*b` would be taken for an option. argparse reads any argument containing a space as a
     # value, so such an expression gets a leading space while parsing, taken off afterwards.
-    protected = [
-        f" {arg}" if arg.startswith("-") and not arg.startswith("--") and arg != "-h" else arg
-        for arg in argv
-    ]
+    protected = []
+    for i, arg in enumerate(argv):
+        is_option = arg in ("-h", "-f") or (i > 0 and argv[i - 1] == "-f")  # `-f -` is stdin
+        keep = is_option or not arg.startswith("-") or arg.startswith("--")
+        protected.append(arg if keep else f" {arg}")
     parser = build_parser()
     # Bindings may also follow an option (`eval "a*b" --granularity primitive a=2 b=3`), which
     # argparse leaves over once the positional list has ended.
@@ -68,6 +80,18 @@ def _parse_arguments(argv: Sequence[str]) -> argparse.Namespace:
         parser.error(str(error))
     if getattr(args, "expression", None) is not None and args.expression not in argv:
         args.expression = args.expression[1:]
+    if getattr(args, "command", None) in ("eval", "sweep"):
+        if args.file is not None:
+            # With a file, every positional argument is a binding.
+            if args.expression is not None:
+                try:
+                    args.bindings.insert(0, _binding(args.expression))
+                except argparse.ArgumentTypeError as error:
+                    parser.error(str(error))
+            args.expression = args.file.read()
+            args.file.close()
+        elif args.expression is None:
+            parser.error("give an expression, or a program with --file")
     return args
 
 
@@ -77,9 +101,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "sweep":
             return run_sweep(args)
-        document = Evaluator().evaluate(args.expression, dict(args.bindings), args.granularity)
+        document = Evaluator().evaluate(
+            args.expression, dict(args.bindings), args.granularity, args.output
+        )
         if args.format != "json":
-            return write(draw(document, args.format, max_svg_nodes=DEFAULT_LIMITS.max_nodes), None)
+            return write(draw(document, args.format, DEFAULT_LIMITS.max_drawn_nodes), None)
     except AutogradError as error:
         # The problem as JSON for scripts, and for people the text with the fault underlined.
         problem = core_problem(error)
@@ -87,9 +113,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error ({error.kind}): {error.message}", file=sys.stderr)
         position = problem.get("position")
         if position:
+            # the line at fault, for a program of several lines
             start, end = position["start"], position["end"]
-            underline = " " * start + "^" * max(1, end - start)
-            print(f"  {args.expression}\n  {underline}", file=sys.stderr)
+            line_start = args.expression.rfind("\n", 0, start) + 1
+            line_end = args.expression.find("\n", start)
+            line = args.expression[line_start : None if line_end < 0 else line_end]
+            width = min(end, line_start + len(line)) - start
+            underline = " " * (start - line_start) + "^" * max(1, width)
+            print(f"  {line}\n  {underline}", file=sys.stderr)
         return status or 2
     return _print(json.dumps(document, indent=indent, allow_nan=False))
 
@@ -131,15 +162,22 @@ def add_sweep_command(commands: Any) -> None:
         help="value and gradients over a line, a grid or points; or their plot",
         description='For example: sweep "x * tanh(x)" --vary x:-3:3:200 --format svg > plot.svg',
     )
-    sweep.add_argument("expression", help='for example "x * tanh(x)"')
+    sweep.add_argument(
+        "expression", nargs="?", help='for example "x * tanh(x)"; leave out with --file'
+    )
     sweep.add_argument("bindings", nargs="*", type=_binding, metavar="NAME=NUMBER",
                        help="values of the inputs that are not varied")  # fmt: skip
+    sweep.add_argument("-f", "--file", type=argparse.FileType("r", encoding="utf-8"),
+                       help="read the expression or program from this file (- for standard "
+                       "input)")  # fmt: skip
+    sweep.add_argument("--output", help="the program's name whose value is the output")
     sweep.add_argument("--vary", action="append", type=_axis, metavar="NAME:FROM:TO:POINTS",
                        help="an input to vary: once for a line, twice for a grid")  # fmt: skip
     sweep.add_argument("--point", action="append", type=_point, metavar="NAME=NUMBER,...",
                        help="an explicit point instead of --vary (repeat for more)")  # fmt: skip
     sweep.add_argument("--format", choices=("json", *PLOT_FORMATS), default="json")
-    sweep.add_argument("--output", type=Path, help="write here instead of standard output")
+    sweep.add_argument("--save", type=Path, metavar="FILE",
+                       help="write the answer here instead of to standard output")  # fmt: skip
     sweep.add_argument("--indent", type=int, default=0, help="JSON indent (0: one line)")
 
 
@@ -148,15 +186,15 @@ def run_sweep(args: argparse.Namespace) -> int:
         build_parser().error("sweep takes either --vary (once or twice) or --point")
     evaluator = Evaluator()
     bindings = dict(args.bindings)
-    document = sweep(evaluator, args.expression, bindings, args.vary, args.point)
+    document = sweep(evaluator, args.expression, bindings, args.vary, args.point, args.output)
     if args.format == "json":
         if args.indent:
             text = json.dumps(json.loads(to_json(document)), indent=args.indent)
-            return write(text.encode() + b"\n", args.output)
-        return write(to_json(document) + b"\n", args.output)
-    marked = at_bindings(evaluator, args.expression, bindings)
+            return write(text.encode() + b"\n", args.save)
+        return write(to_json(document) + b"\n", args.save)
+    marked = at_bindings(evaluator, args.expression, bindings, args.output)
     picture = plot(document, bindings, marked, args.format, args.point is not None)
-    return write(picture, args.output)
+    return write(picture, args.save)
 
 
 def write(data: bytes, output: Path | None) -> int:

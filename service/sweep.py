@@ -23,6 +23,7 @@ from service.errors import BindingError, RequestTooLarge
 from service.evaluator import Compiled, Evaluator
 from service.i18n import Message, _
 from service.limits import Limits
+from service.parser import ParsedExpression
 from service.tape import Failure, Tape
 
 
@@ -55,7 +56,7 @@ def tape_of(compiled: Compiled) -> Tape:
         tape = _tapes.get(compiled)
     if tape is None:
         # NaN inputs trace the graph's shape, as the evaluator does when it compiles.
-        env = {name: Value(math.nan) for name in compiled.parsed.variables}
+        env = {name: Value(math.nan) for name in compiled.parsed.inputs}
         root, results = compiled.build(env)
         tape = Tape.from_graph(root, env, results.values())
         with _tapes_lock:
@@ -66,66 +67,73 @@ def tape_of(compiled: Compiled) -> Tape:
 def sweep(
     evaluator: Evaluator,
     expression: str,
-    bindings: Mapping[str, float],
+    bindings: Mapping[str, Any],
     vary: Sequence[Axis] | None = None,
     points: Sequence[Mapping[str, Any]] | None = None,
+    output: str | None = None,
 ) -> dict[str, Any]:
-    """Value and gradients of `expression` along `vary` (a line, or a grid of two axes), or at
-    each of `points` (bindings merged over `bindings`), under the evaluator's limits."""
+    """Value and gradients of `expression` (or a program's `output`) along `vary` (a line, or a
+    grid of two axes), or at each of `points` (merged over `bindings`, then over the program's
+    declared inputs), under the evaluator's limits."""
     if (vary is None) == (points is None):
         raise ValueError("a sweep takes either `vary` or `points`")
     limits = evaluator.limits
-    compiled = evaluator.compile(expression, "primitive")
-    variables = compiled.parsed.variables
-    _check_names(variables, bindings, limits.max_bindings)
+    compiled = evaluator.compile(expression, "primitive", output)
+    parsed = compiled.parsed
+    _check_names(parsed, bindings, limits.max_bindings)
     _check_numbers(bindings, "bindings")
+    given = {**parsed.defaults, **bindings}
     tape = tape_of(compiled)
     if vary is not None:
-        shape = _check_vary(vary, variables, bindings, limits)
+        shape = _check_vary(vary, parsed, given, limits)
         axes = {axis.name: axis.values() for axis in vary}
         grids = np.meshgrid(*axes.values(), indexing="ij")
         varied = {name: grid.ravel() for name, grid in zip(axes, grids, strict=True)}
     else:
         assert points is not None
         shape = (len(points),)
-        varied = _check_points(points, variables, bindings, limits)
+        varied = _check_points(points, parsed, given, limits)
         axes = varied
     count = math.prod(shape)
     _check_cells(tape.size, count, limits)
-    inputs: dict[str, Any] = {name: varied.get(name, bindings.get(name)) for name in variables}
+    inputs: dict[str, Any] = {name: varied.get(name, given.get(name)) for name in tape.slots}
     result = tape.run(inputs, count)
+    # An input the output does not depend on (declared, never used) has gradient 0.
+    unused = np.where(np.isnan(result.value), math.nan, 0.0)
     # numpy arrays, NaN at failed points: orjson writes them as JSON lists with null there, at
     # a fraction of the cost of building Python lists first.
     return {
         "expression": expression,
         "axes": axes,
         "value": result.value.reshape(shape),
-        "gradients": {name: result.gradients[name].reshape(shape) for name in variables},
+        "gradients": {
+            name: result.gradients.get(name, unused).reshape(shape) for name in parsed.inputs
+        },
         "errors": [_error(failure, shape, compiled) for failure in result.failures],
     }
 
 
 def at_bindings(
-    evaluator: Evaluator, expression: str, bindings: Mapping[str, float]
+    evaluator: Evaluator,
+    expression: str,
+    bindings: Mapping[str, float],
+    output: str | None = None,
 ) -> dict[str, Any] | None:
     """Value and gradients at the bindings themselves (value None where that point fails), or
     None when they do not give every input."""
-    compiled = evaluator.compile(expression, "primitive")
-    if any(name not in bindings for name in compiled.parsed.variables):
+    compiled = evaluator.compile(expression, "primitive", output)
+    given = {**compiled.parsed.defaults, **bindings}
+    if any(name not in given for name in compiled.parsed.variables):
         return None
-    result = tape_of(compiled).run(bindings, 1)
+    tape = tape_of(compiled)
+    result = tape.run({name: given[name] for name in tape.slots}, 1)
     if result.failures:
         return {"value": None, "gradients": {}}
     gradients = {name: float(g[0]) for name, g in result.gradients.items()}
     return {"value": float(result.value[0]), "gradients": gradients}
 
 
-def to_json(document: dict[str, Any]) -> bytes:
-    """A sweep document as JSON: its arrays as lists, null at every failed point."""
-    return orjson.dumps(document, option=orjson.OPT_SERIALIZE_NUMPY)
-
-
-def _check_names(variables: Sequence[str], bindings: Mapping[str, Any], max_bindings: int) -> None:
+def _check_names(parsed: ParsedExpression, bindings: Mapping[str, Any], max_bindings: int) -> None:
     if len(bindings) > max_bindings:
         message = _(
             "{count} bindings; at most {maximum} are accepted",
@@ -133,8 +141,9 @@ def _check_names(variables: Sequence[str], bindings: Mapping[str, Any], max_bind
             maximum=max_bindings,
         )
         raise BindingError("too_many_bindings", message, [])
-    known = set(variables)
-    unknown = sorted(name for name in bindings if name not in known)
+    unknown = sorted(
+        name for name in bindings if name not in parsed.reads and name not in parsed.defaults
+    )
     if unknown:
         raise BindingError("unknown_variables", _unknown_message(unknown), unknown)
 
@@ -144,6 +153,11 @@ def _unknown_message(unknown: list[str]) -> Message:
         "{names}: not in the expression; remove the binding or check the spelling",
         names=", ".join(unknown),
     )
+
+
+def to_json(document: dict[str, Any]) -> bytes:
+    """A sweep document as JSON: its arrays as lists, null at every failed point."""
+    return orjson.dumps(document, option=orjson.OPT_SERIALIZE_NUMPY)
 
 
 def _check_numbers(bindings: Mapping[str, Any], where: str) -> None:
@@ -166,16 +180,16 @@ def _is_finite_number(value: object) -> bool:
 
 
 def _check_vary(
-    vary: Sequence[Axis], variables: Sequence[str], bindings: Mapping[str, Any], limits: Limits
+    vary: Sequence[Axis], parsed: ParsedExpression, given: Mapping[str, Any], limits: Limits
 ) -> tuple[int, ...]:
     names = [axis.name for axis in vary]
     if not 1 <= len(vary) <= 2 or len(set(names)) != len(names):
         message = _("vary one input (a line) or two different inputs (a grid)")
         raise BindingError("invalid_binding", message, names)
-    unknown = sorted(set(names) - set(variables))
+    unknown = sorted(set(names) - set(parsed.inputs))
     if unknown:
         raise BindingError("unknown_variables", _unknown_message(unknown), unknown)
-    missing = [name for name in variables if name not in bindings and name not in names]
+    missing = [name for name in parsed.variables if name not in given and name not in names]
     if missing:
         message = _("no value given for {names}", names=", ".join(missing))
         raise BindingError("unbound_variables", message, missing)
@@ -208,25 +222,25 @@ def _too_many_points(count: int, limits: Limits) -> RequestTooLarge:
 
 def _check_points(
     points: Sequence[Mapping[str, Any]],
-    variables: Sequence[str],
-    bindings: Mapping[str, float],
+    parsed: ParsedExpression,
+    given: Mapping[str, Any],
     limits: Limits,
 ) -> dict[str, np.ndarray]:
-    """One array per input that some point sets, each point falling back to `bindings`."""
+    """One array per input that some point sets, each point falling back to `given`."""
     if len(points) > limits.max_sweep_points:
         raise _too_many_points(len(points), limits)
     named = {name for point in points for name in point}
-    _check_names(variables, {name: 0.0 for name in named}, limits.max_bindings)
     for index, point in enumerate(points):
+        _check_names(parsed, point, limits.max_bindings)
         _check_numbers(point, f"points[{index}]")
     columns: dict[str, np.ndarray] = {}
-    for name in variables:
+    for name in parsed.inputs:
         if name not in named:
-            if name not in bindings:
+            if name not in given and name in parsed.variable_set:
                 message = _("no value given for {names}", names=name)
                 raise BindingError("unbound_variables", message, [name])
             continue
-        fallback = bindings.get(name)
+        fallback = given.get(name)
         column = [point.get(name, fallback) for point in points]
         if any(value is None for value in column):
             index = column.index(None)

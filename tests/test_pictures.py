@@ -177,3 +177,18 @@ def test_numbers_in_records() -> None:
     assert pictures._number(1e-300) == "1e-300"
     assert pictures._number(123456789.0) == "1.235e+08"
     assert pictures._number(None) == "—"
+
+
+def test_program_names_label_the_records(client: FlaskClient) -> None:
+    from tests.test_sweep import SHIPPING
+
+    response = client.post("/v1/gradients", json={"expression": SHIPPING, "format": "dot"})
+    text = response.get_data(as_text=True)
+    assert '"{ weight_fee | data 45.0000 | grad 1.0000 }"' in text
+    assert '"{ cost | data 111.0000 | grad 1.0000 }"' in text
+    assert "label=relu" in text
+    line = {"expression": SHIPPING, "vary": [{"name": "weight", "from": 0, "to": 5, "points": 6}]}
+    document = client.post("/v1/sweep", json=line).get_json()
+    assert document["value"] == [66.0 + 15 * w for w in range(6)]
+    output = client.post("/v1/sweep", json={**line, "output": "weight_fee"}).get_json()
+    assert output["value"] == [15.0 * w for w in range(6)]

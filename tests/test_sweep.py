@@ -307,10 +307,92 @@ def test_cli_sweep_json_svg_and_errors(
     assert json.loads(capsysbinary.readouterr().out)["value"] == [0.5, 0.25]
     target = tmp_path / "plot.svg"
     assert main(["sweep", "-x * tanh(x)", "--vary", "x:-3:3:50", "--format", "svg",
-                 "--output", str(target)]) == 0  # fmt: skip
+                 "--save", str(target)]) == 0  # fmt: skip
     assert b"<svg" in target.read_bytes()
     assert main(["sweep", "x * z", "--vary", "x:0:1:3"]) == 2
     problem = json.loads(capsysbinary.readouterr().out)
     assert problem["type"].endswith("/unbound-variables")
     assert main(["eval", "(a + b) * c", "a=2", "b=-3", "c=10", "--format", "mermaid"]) == 0
     assert capsysbinary.readouterr().out.startswith(b"flowchart LR")
+
+
+# -- programs -----------------------------------------------------------------------------------
+
+SHIPPING = """
+base_fee = Value(50.0)          # base delivery fee
+weight = Value(3.0)             # parcel weight, kg
+distance = Value(12.0)          # distance, km
+discount = Value(-8.0)          # seasonal discount
+weight_fee = weight * 15.0
+distance_fee = distance * 2.0
+raw_cost = base_fee + weight_fee + distance_fee + discount
+cost = raw_cost.relu()
+"""
+
+
+@st.composite
+def programs(draw: st.DrawFn) -> str:
+    """A program over a, b and c whose statements share and reassign names, as micrograd code
+    does: each statement may use the inputs and every name assigned before it."""
+    names: list[str] = []
+    lines = []
+    for i in range(draw(st.integers(1, 4))):
+        text = draw(expressions())
+        for name in names:  # sometimes read an earlier result instead of an input
+            if draw(st.booleans()):
+                text = f"({text}) * {name}" if draw(st.booleans()) else f"{name} + ({text})"
+        target = draw(st.sampled_from([f"t{i}", *names[-1:]]))
+        op = draw(st.sampled_from(["=", "+=", "*="])) if target in names else "="
+        lines.append(f"{target} {op} {text}")
+        if target not in names:
+            names.append(target)
+    return "\n".join(lines)
+
+
+@sweep_settings
+@given(programs(), numbers, numbers, st.integers(1, 12), st.data())
+def test_programs_match_the_engine_at_every_point(
+    program: str, start: float, stop: float, count: int, data: st.DataObject
+) -> None:
+    variables = compiles(program)
+    if not variables:
+        return
+    varied = data.draw(st.sampled_from(variables))
+    bindings = {name: data.draw(numbers) for name in variables if name != varied}
+    document = sweep(EVALUATOR, program, bindings, vary=[Axis(varied, start, stop, count)])
+    for i, x in enumerate(document["axes"][varied]):
+        check_point(document, program, {**bindings, varied: x}, i, document["value"][i])
+
+
+def test_the_shipping_cost_program_over_its_weight() -> None:
+    document = sweep(EVALUATOR, SHIPPING, {}, vary=[Axis("weight", -4, 4, 9)])
+    # raw cost is 50 + 15 w + 24 - 8 = 66 + 15 w: positive from w = -4 on, so relu passes it
+    assert document["value"] == [66.0 + 15 * w for w in range(-4, 5)]
+    assert document["gradients"]["weight"] == [15.0] * 9
+    assert document["gradients"]["distance"] == [2.0] * 9
+    assert set(document["gradients"]) == {"base_fee", "weight", "distance", "discount"}
+    below = sweep(EVALUATOR, SHIPPING, {}, vary=[Axis("discount", -139, -99, 3)])
+    # 50 + 45 + 24 + d: -20 at d = -139 (relu: 0, gradient 0), 0 at d = -119 (gradient 0 at 0)
+    assert below["value"] == [0.0, 0.0, 20.0]
+    assert below["gradients"]["discount"] == [0.0, 0.0, 1.0]
+    for i, d in enumerate(below["axes"]["discount"]):
+        check_point(below, SHIPPING, {"discount": d}, i, below["value"][i])
+
+
+def test_a_program_output_and_shared_nodes() -> None:
+    program = "z = x * y\nq = z + x\nw = q * z"
+    document = sweep(EVALUATOR, program, {"y": 2.0}, vary=[Axis("x", -1, 1, 5)], output="q")
+    assert document["value"] == [-3.0, -1.5, 0.0, 1.5, 3.0]  # q = 3x at y = 2
+    assert document["gradients"]["x"] == [3.0] * 5
+    shared = sweep(EVALUATOR, program, {"y": 2.0}, vary=[Axis("x", -1, 1, 5)])
+    for i, x in enumerate(shared["axes"]["x"]):
+        check_point(shared, program, {"x": x, "y": 2.0}, i, shared["value"][i])
+
+
+def test_a_failure_is_named_where_the_engine_stops() -> None:
+    # Both logs fail at x = -1; the engine computes the right operand's statement first only
+    # if the program says so, and the sweep reports the same one.
+    program = "p = log(x)\nq = (x - 1) ** -1\nr = q * p"
+    document = sweep(EVALUATOR, program, {}, points=[{"x": 1.0}, {"x": -1.0}, {"x": 0.0}])
+    for i, x in enumerate([1.0, -1.0, 0.0]):
+        check_point(document, program, {"x": x}, i, document["value"][i])

@@ -7,7 +7,7 @@ from typing import Any
 from flask import Response
 
 from service.api import evaluator
-from service.api.examples import GRADIENTS_REQUEST, gradients_document
+from service.api.examples import GRADIENTS_REQUEST, gradients_examples, request_examples
 from service.api.pictures import DRAWING_CONTENT, document_or_drawing
 from service.api.problems import documents_problems
 from service.api.request import RESPONSE_HEADERS, Blueprint
@@ -23,8 +23,8 @@ blp = Blueprint(
 
 @blp.route("/gradients", methods=["POST"])
 # Schema instances, not classes: webargs would build a new schema for every request.
-@blp.arguments(GradientsRequestSchema(), example=GRADIENTS_REQUEST)
-@blp.response(200, EvaluationSchema, example=gradients_document(), headers=RESPONSE_HEADERS)
+@blp.arguments(GradientsRequestSchema(), examples=request_examples(GRADIENTS_REQUEST))
+@blp.response(200, EvaluationSchema, examples=gradients_examples(), headers=RESPONSE_HEADERS)
 @blp.doc(responses={200: {"content": DRAWING_CONTENT}})
 @documents_problems(blp, 400, 413, 415, 429, 501, 503)
 def gradients(body: dict[str, Any]) -> Response:
@@ -39,6 +39,8 @@ def gradients(body: dict[str, Any]) -> Response:
     a 422 problem saying where.
     """
     return document_or_drawing(
-        evaluator().evaluate(body["expression"], body["bindings"], body["granularity"]),
+        evaluator().evaluate(
+            body["expression"], body["bindings"], body["granularity"], body["output"]
+        ),
         body["format"],
     )

@@ -7,7 +7,7 @@ from typing import Any
 from flask import Response
 
 from service.api import evaluator
-from service.api.examples import GRAPH_REQUEST, graph_document
+from service.api.examples import GRAPH_REQUEST, graph_examples, request_examples
 from service.api.pictures import DRAWING_CONTENT, document_or_drawing
 from service.api.problems import documents_problems
 from service.api.request import RESPONSE_HEADERS, Blueprint
@@ -22,8 +22,8 @@ blp = Blueprint(
 
 
 @blp.route("/graph", methods=["POST"])
-@blp.arguments(GraphRequestSchema(), example=GRAPH_REQUEST)
-@blp.response(200, StructureSchema, example=graph_document(), headers=RESPONSE_HEADERS)
+@blp.arguments(GraphRequestSchema(), examples=request_examples(GRAPH_REQUEST))
+@blp.response(200, StructureSchema, examples=graph_examples(), headers=RESPONSE_HEADERS)
 @blp.doc(responses={200: {"content": DRAWING_CONTENT}})
 @documents_problems(blp, 400, 413, 415, 429, 501, 503)
 def graph(body: dict[str, Any]) -> Response:
@@ -35,5 +35,6 @@ def graph(body: dict[str, Any]) -> Response:
     `position` gives the characters to underline.
     """
     return document_or_drawing(
-        evaluator().structure(body["expression"], body["granularity"]), body["format"]
+        evaluator().structure(body["expression"], body["granularity"], body["output"]),
+        body["format"],
     )

@@ -90,13 +90,13 @@ def http_problem(error: HTTPException) -> Response:
         )
     if kind == "method-not-allowed":
         allowed = ", ".join(sorted(getattr(error, "valid_methods", None) or ()))
-        detail = _(
+        refusal = _(
             "{method} is not allowed on {path}; use {allowed}",
             method=request.method,
             path=request.path,
             allowed=allowed,
         )
-        return problem_response(problem_body(kind, detail), {"Allow": allowed})
+        return problem_response(problem_body(kind, refusal), {"Allow": allowed})
     if kind == "body-too-large":
         limit = current_app.config["MAX_CONTENT_LENGTH"]
         return problem_response(
@@ -161,7 +161,10 @@ def _examples(status: int) -> dict[str, Any]:
         if KINDS[kind][0] == status
     }
     if status == HTTPStatus.UNPROCESSABLE_ENTITY:
-        samples.update({kind: core_problem(refusal(*sample)) for kind, sample in REFUSED.items()})
+        # plain JSON values: a refusal's sentences are translatable `Message`s
+        samples.update(
+            {kind: json.loads(json.dumps(core_problem(refusal(*s)))) for kind, s in REFUSED.items()}
+        )
     return {kind: {"summary": body["title"], "value": body} for kind, body in samples.items()}
 
 

@@ -59,14 +59,16 @@ def document(spec: APISpec) -> None:
 def run(body: dict[str, Any]) -> dict[str, Any]:
     """The core's sweep for a validated request, under this app's limits."""
     vary = [sweeps.Axis(**axis) for axis in body["vary"]] if "vary" in body else None
-    return sweeps.sweep(evaluator(), body["expression"], body["bindings"], vary, body.get("points"))
+    return sweeps.sweep(
+        evaluator(), body["expression"], body["bindings"], vary, body.get("points"), body["output"]
+    )
 
 
 def respond(document: dict[str, Any], body: dict[str, Any], image: str | None) -> Response:
     """JSON, or the plot in `image` format with the request's own bindings marked."""
     if image is None:
         return json_response(document)
-    marked = sweeps.at_bindings(evaluator(), body["expression"], body["bindings"])
+    marked = sweeps.at_bindings(evaluator(), body["expression"], body["bindings"], body["output"])
     return plot_response(document, body["bindings"], marked, image, "points" in body)
 
 
