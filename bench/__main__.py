@@ -15,7 +15,7 @@ from pathlib import Path
 
 from bench import common
 
-PARTS = ("engine", "parse", "linear", "request", "memory")
+PARTS = ("engine", "parse", "linear", "request", "memory", "sweep")
 
 
 def _context() -> str:
@@ -91,6 +91,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from bench import request
 
             request.run(report, args.quick, args.client)
+        elif part == "sweep":
+            from bench import sweep
+
+            sweep.run(report, args.quick)
         else:
             from bench import memory
 

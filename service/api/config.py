@@ -66,6 +66,12 @@ SETTINGS: dict[str, Setting] = {
             _("Origins browsers may call from: `*` or a comma-separated list."),
         ),
         Setting("LOG_LEVEL", "info", _("Level of the service's JSON log lines on stderr.")),
+        Setting(
+            "PICTURE_RATE",
+            2.0,
+            _("Plots and SVG drawings each worker renders per second, sustained (429 beyond)."),
+        ),
+        Setting("PICTURE_BURST", 10, _("Plots and SVG drawings a worker renders in a burst.")),
     )
 }
 DEFAULTS: dict[str, Any] = {name: setting.default for name, setting in SETTINGS.items()}

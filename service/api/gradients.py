@@ -8,6 +8,7 @@ from flask import Response
 
 from service.api import evaluator
 from service.api.examples import GRADIENTS_REQUEST, gradients_examples, request_examples
+from service.api.pictures import DRAWING_CONTENT, document_or_drawing
 from service.api.problems import documents_problems
 from service.api.request import RESPONSE_HEADERS, Blueprint
 from service.api.schemas import (
@@ -34,7 +35,8 @@ blp = Blueprint(
     examples=gradients_examples(),
     headers=RESPONSE_HEADERS,
 )
-@documents_problems(blp, 400, 413, 415)
+@blp.doc(responses={200: {"content": DRAWING_CONTENT}})
+@documents_problems(blp, 400, 413, 415, 429, 501, 503)
 def gradients(body: dict[str, Any]) -> Response:
     """Evaluate an expression and backpropagate through it
 
@@ -46,4 +48,7 @@ def gradients(body: dict[str, Any]) -> Response:
     does not accept, bindings that do not fit it, or a value that is not a finite real number is
     a 422 problem saying where. With `fields`, only the parts named are returned.
     """
-    return Response(evaluator().render(**body), mimetype="application/json")
+    source = (body["expression"], body["bindings"], body["granularity"], body["output"])
+    if body["format"] == "json":  # the bytes straight from the evaluator, as sent most often
+        return Response(evaluator().render(*source, body["fields"]), mimetype="application/json")
+    return document_or_drawing(evaluator().evaluate(*source), body["format"])
