@@ -26,6 +26,8 @@ from service.i18n import _
 from service.limits import DEFAULT_LIMITS, Limits
 from service.operations import BY_NAME, apply, shape
 from service.parser import Lines, Node, ParsedExpression, parse
+from service.scalar import ScalarTape
+from service.tape import Tape
 
 GRANULARITIES = ("operator", "primitive")
 DEFAULT_GRANULARITY = "operator"
@@ -119,6 +121,9 @@ class Compiled:
         )
         self.children = tuple(tuple(template["children"]) for template in self.templates)
         self.root = position[id(root)]
+        # The primitive graph as a tape: what a request runs (see service/scalar.py). The
+        # operator view's derived nodes are not primitives: it runs on the engine.
+        self.tape = ScalarTape(Tape.from_graph(root, nan)) if granularity == "primitive" else None
         # Where each syntax-tree node's result sits in the graph, to name it in a domain error.
         self.node_of = {
             source: position[id(result)]
@@ -379,13 +384,8 @@ class Evaluator:
         """Value, gradients, graph, forward order and backward schedule for these bindings."""
         compiled = self.compile(expression, granularity, output)
         env = self.bind(compiled.parsed, bindings or {})
-        try:
-            with _no_cycle_collection():
-                root, _ = compiled.build(env)
-                order = root.backward()
-                return _document(expression, compiled, order, env)
-        except DomainError as error:
-            raise error.at(expression) from None
+        with _no_cycle_collection():
+            return _document(expression, compiled, _evaluation(expression, compiled, env))
 
     def render(
         self,
@@ -403,16 +403,8 @@ class Evaluator:
         compiled = self.compile(expression, granularity, output)
         env = self.bind(compiled.parsed, bindings or {})
         skeleton = compiled.skeleton(expression, selection)
-        try:
-            with _no_cycle_collection():
-                root, _ = compiled.build(env)
-                order = root.backward()
-                evaluation = _Evaluation(compiled, order, env)
-                if not all(map(math.isfinite, evaluation.grads)):
-                    raise _non_finite(_node_documents(compiled.templates, order))
-                return skeleton.render(evaluation)
-        except DomainError as error:
-            raise error.at(expression) from None
+        with _no_cycle_collection():
+            return skeleton.render(_evaluation(expression, compiled, env))
 
     def bind(self, parsed: ParsedExpression, bindings: Mapping[str, float]) -> dict[str, Value]:
         """A `Value` for every input: its binding, else its declared default; or a
@@ -514,33 +506,32 @@ def _shape_document(template: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in template.items() if key not in _NUMBERS}
 
 
-def _node_documents(templates: tuple[dict[str, Any], ...], order: list[Value]) -> list[dict]:
+def _node_documents(templates: tuple[dict[str, Any], ...], evaluation: _Evaluation) -> list[dict]:
     """Each node's template with its numbers filled in."""
-    if len(order) != len(templates):  # pragma: no cover - the shape is binding-independent
-        raise AssertionError("the graph changed shape between compilation and evaluation")
     # Copying a node's template and filling in three numbers is the cheapest way to a fresh
     # document; the lists inside (children, span) are shared between documents and never mutated.
     nodes = []
-    for template, node in zip(templates, order, strict=True):
+    for template, value, grad, local_grads in zip(
+        templates, evaluation.values, evaluation.grads, evaluation.locals, strict=True
+    ):
         document = template.copy()
-        document["value"] = node.data
-        document["grad"] = node.grad
-        document["local_grads"] = list(node.local_grads)
+        document["value"] = value
+        document["grad"] = grad
+        document["local_grads"] = list(local_grads)
         nodes.append(document)
     return nodes
 
 
 def _schedule(
-    children: tuple[tuple[int, ...], ...], order: list[Value]
-) -> tuple[list[dict[str, Any]], list[float]]:
-    """The backward pass narrated: same order, same sums, step by step; and the final sums."""
-    running = [0.0] * len(order)
+    children: tuple[tuple[int, ...], ...], evaluation: _Evaluation
+) -> list[dict[str, Any]]:
+    """The backward pass narrated: same order, same sums, step by step."""
+    running = [0.0] * len(children)
     backward = []
-    for i in range(len(order) - 1, -1, -1):
-        node = order[i]
-        grad = node.grad
+    for i in range(len(children) - 1, -1, -1):
+        grad = evaluation.grads[i]
         sends = []
-        for child, local in zip(children[i], node.local_grads, strict=True):
+        for child, local in zip(children[i], evaluation.locals[i], strict=True):
             contribution = local * grad
             after = running[child] = running[child] + contribution
             sends.append(
@@ -552,28 +543,21 @@ def _schedule(
                 }
             )
         backward.append({"node": i, "grad": grad, "sends": sends})
-    return backward, running
+    return backward
 
 
-def _document(
-    expression: str, compiled: Compiled, order: list[Value], env: dict[str, Value]
-) -> dict[str, Any]:
-    nodes = _node_documents(compiled.templates, order)
-    backward, running = _schedule(compiled.children, order)
-    # Every local derivative and gradient passes through a send into some running sum, so a
-    # non-finite one (an overflow on the way back) leaves a sum non-finite: one check finds it.
-    if not all(map(math.isfinite, running)):
-        raise _non_finite(nodes)
+def _document(expression: str, compiled: Compiled, evaluation: _Evaluation) -> dict[str, Any]:
+    nodes = _node_documents(compiled.templates, evaluation)
     parsed = compiled.parsed
     return {
         "expression": expression,
         "granularity": compiled.granularity,
-        "value": order[compiled.root].data,
-        "gradients": {name: env[name].grad for name in parsed.inputs},
+        "value": evaluation.values[compiled.root],
+        "gradients": dict(zip(parsed.inputs, evaluation.input_grads, strict=True)),
         "output": parsed.output,
         "graph": {"root": compiled.root, "nodes": nodes},
-        "forward": list(range(len(order))),
-        "backward": backward,
+        "forward": list(range(len(nodes))),
+        "backward": _schedule(compiled.children, evaluation),
         "warnings": _warnings(parsed),
     }
 
@@ -642,6 +626,8 @@ class _Skeleton:
     document would have serialized to."""
 
     def __init__(self, expression: str, compiled: Compiled, selection: tuple[str, ...]) -> None:
+        self.expression = expression
+        self.compiled = compiled
         self.selection = selection
         templates = compiled.templates
         slot = _SLOT
@@ -706,8 +692,7 @@ class _Skeleton:
                 part(evaluation, numbers)
         fragments = self.fragments
         if fragments is None:  # pragma: no cover - see __init__
-            whole = _document(evaluation.expression, evaluation.compiled, evaluation.order,
-                              evaluation.env)  # fmt: skip
+            whole = _document(self.expression, self.compiled, evaluation)
             return orjson.dumps(_selected(whole, self.selection))
         if not numbers:
             return fragments[0]
@@ -728,28 +713,59 @@ def _selected(document: dict[str, Any], selection: tuple[str, ...]) -> dict[str,
 
 
 class _Evaluation:
-    """One evaluation's numbers, node by node in forward order."""
+    """One evaluation's numbers, node by node in forward order, and the inputs' gradients."""
 
-    def __init__(self, compiled: Compiled, order: list[Value], env: dict[str, Value]) -> None:
-        self.compiled = compiled
-        self.order = order
-        self.env = env
-        self.values = [node.data for node in order]
-        self.grads = [node.grad for node in order]
-        self.locals = [node.local_grads for node in order]
+    def __init__(
+        self,
+        values: list[float],
+        grads: list[float],
+        locals_: list[tuple[float, ...]],
+        input_grads: list[float],
+        compiled: Compiled,
+    ) -> None:
+        self.root = compiled.root
+        self.children = compiled.children
+        self.values = values
+        self.grads = grads
+        self.locals = locals_
+        self.input_grads = input_grads
 
-    @property
-    def expression(self) -> str:  # pragma: no cover - only for the fallback of `_Skeleton`
-        return self.compiled.parsed.text
+
+def _evaluation(expression: str, compiled: Compiled, env: dict[str, Value]) -> _Evaluation:
+    """The numbers of an evaluation: from the program's tape, or where a number is not finite
+    (or the program has no tape), from the engine, which raises the error that says why."""
+    inputs = compiled.parsed.inputs
+    tape = compiled.tape
+    run = tape.run({name: env[name].data for name in inputs}) if tape is not None else None
+    if run is not None:
+        values, grads, locals_ = run
+        slots = tape.tape.slots  # type: ignore[union-attr]
+        input_grads = [grads[slots[name]] if name in slots else 0.0 for name in inputs]
+    else:
+        try:
+            root, _ = compiled.build(env)
+        except DomainError as error:
+            raise error.at(expression) from None
+        order = root.backward()
+        values = [node.data for node in order]
+        grads = [node.grad for node in order]
+        locals_ = [node.local_grads for node in order]
+        input_grads = [env[name].grad for name in inputs]
+    evaluation = _Evaluation(values, grads, locals_, input_grads, compiled)
+    # Every local derivative and gradient is summed into some node's gradient, and an infinity
+    # survives a sum: a gradient overflowing on the way back leaves one of them non-finite.
+    if not all(map(math.isfinite, grads)):
+        error = _non_finite(_node_documents(compiled.templates, evaluation))
+        raise error.at(expression) from None
+    return evaluation
 
 
 def _value_numbers(evaluation: _Evaluation, out: list[float]) -> None:
-    out.append(evaluation.values[evaluation.compiled.root])
+    out.append(evaluation.values[evaluation.root])
 
 
 def _gradient_numbers(evaluation: _Evaluation, out: list[float]) -> None:
-    env = evaluation.env
-    out += [env[name].grad for name in evaluation.compiled.parsed.inputs]
+    out += evaluation.input_grads
 
 
 def _graph_numbers(evaluation: _Evaluation, out: list[float]) -> None:
@@ -764,7 +780,7 @@ def _graph_numbers(evaluation: _Evaluation, out: list[float]) -> None:
 
 def _backward_numbers(evaluation: _Evaluation, out: list[float]) -> None:
     # The schedule of `_schedule`: every send's local derivative, contribution and running sum.
-    children, grads, locals_ = evaluation.compiled.children, evaluation.grads, evaluation.locals
+    children, grads, locals_ = evaluation.children, evaluation.grads, evaluation.locals
     running = [0.0] * len(grads)
     append, extend = out.append, out.extend
     for i in range(len(grads) - 1, -1, -1):
