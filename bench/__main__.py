@@ -15,7 +15,7 @@ from pathlib import Path
 
 from bench import common
 
-PARTS = ("engine", "parse", "linear", "request", "memory", "sweep")
+PARTS = ("engine", "parse", "linear", "request", "path", "memory", "sweep")
 
 
 def _context() -> str:
@@ -87,6 +87,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from bench import linear
 
             linear.run(report, args.quick)
+        elif part == "path":
+            from bench import path
+
+            path.run(report, args.quick)
         elif part == "request":
             from bench import request
 

@@ -26,7 +26,7 @@ from service.i18n import _
 from service.limits import DEFAULT_LIMITS, Limits
 from service.operations import BY_NAME, apply, shape
 from service.parser import Lines, Node, ParsedExpression, parse
-from service.scalar import ScalarTape
+from service.scalar import OperatorTape, ScalarTape
 from service.tape import Tape
 
 GRANULARITIES = ("operator", "primitive")
@@ -121,9 +121,15 @@ class Compiled:
         )
         self.children = tuple(tuple(template["children"]) for template in self.templates)
         self.root = position[id(root)]
+        # Each input's graph node, or None for one the output does not depend on.
+        self.input_nodes = tuple(position.get(id(nan[name])) for name in parsed.inputs)
         # The primitive graph as a tape: what a request runs (see service/scalar.py). The
         # operator view's derived nodes are not primitives: it runs on the engine.
-        self.tape = ScalarTape(Tape.from_graph(root, nan)) if granularity == "primitive" else None
+        self.tape: ScalarTape | OperatorTape | None = (
+            ScalarTape(Tape.from_graph(root, nan))
+            if granularity == "primitive"
+            else _operator_tape(parsed, order, results)
+        )
         # Where each syntax-tree node's result sits in the graph, to name it in a domain error.
         self.node_of = {
             source: position[id(result)]
@@ -155,6 +161,58 @@ class Compiled:
         # operator is the engine's own node with its operands in the order written.
         results = run(self.parsed, env, self.node_of.get, operation=_operator_node, constant=Value)
         return results[self.parsed.root], results
+
+
+def _operator_tape(
+    parsed: ParsedExpression, order: list[Value], results: dict[Node, Any]
+) -> OperatorTape | None:
+    """The operator view laid over its program's primitive tape; None where a node cannot be
+    traced to the primitive graph (the engine then runs the view itself)."""
+    try:
+        return _trace_operators(parsed, order, results)
+    except KeyError:  # pragma: no cover - a node the primitive graph does not have
+        return None
+
+
+def _trace_operators(
+    parsed: ParsedExpression, order: list[Value], results: dict[Node, Any]
+) -> OperatorTape | None:
+    nan = {name: Value(math.nan) for name in parsed.inputs}
+    primitive_results = run(parsed, nan)
+    primitive_root = _as_value(primitive_results[parsed.root])
+    primitive = ScalarTape(Tape.from_graph(primitive_root, nan))
+    index = {id(node): i for i, node in enumerate(primitive_root.topological_order())}
+    source_of: dict[int, Node] = {}
+    for source in parsed.postorder():
+        source_of.setdefault(id(results[source]), source)
+    position = {id(node): i for i, node in enumerate(order)}
+    sources: list[int | float] = []
+    kinds: list[Any] = []
+    for node in order:
+        traced = source_of.get(id(node))
+        constant = not math.isnan(node.data)
+        if constant:
+            sources.append(node.data)
+        elif traced is None or not isinstance(primitive_results.get(traced), Value):
+            return None
+        elif traced.kind == "variable":
+            sources.append(index[id(nan[traced.name])])
+        else:
+            sources.append(index[id(primitive_results[traced])])
+        if not node.children:
+            kinds.append(())
+        elif not any(math.isnan(child.data) for child in node.children):  # constant operands
+            kinds.append(tuple(node.local_grads))
+        else:  # the table's rule, as `_operator_node` and the engine compute it
+            kinds.append(BY_NAME[node.op].local_grads)
+    return OperatorTape(
+        primitive,
+        tuple(sources),
+        tuple(kinds),
+        tuple(node.exponent for node in order),
+        tuple(tuple(position[id(c)] for c in node.children) for node in order),
+        position[id(order[-1])],
+    )
 
 
 def _template(
@@ -739,8 +797,7 @@ def _evaluation(expression: str, compiled: Compiled, env: dict[str, Value]) -> _
     run = tape.run({name: env[name].data for name in inputs}) if tape is not None else None
     if run is not None:
         values, grads, locals_ = run
-        slots = tape.tape.slots  # type: ignore[union-attr]
-        input_grads = [grads[slots[name]] if name in slots else 0.0 for name in inputs]
+        input_grads = [grads[i] if i is not None else 0.0 for i in compiled.input_nodes]
     else:
         try:
             root, _ = compiled.build(env)

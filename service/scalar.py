@@ -12,7 +12,7 @@ says why and where.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from service.engine import power
 from service.errors import DomainError
@@ -59,6 +59,16 @@ class ScalarTape:
     def run(self, inputs: Mapping[str, float]) -> Run | None:
         """Every node's value, gradient and local derivatives for these inputs; None where the
         engine would raise (or might: a sum that overflows only on the way to the check)."""
+        forward = self.forward(inputs)
+        if forward is None:
+            return None
+        values, locals_ = forward
+        return values, backward(self.sends, locals_, self.size, self.root), locals_
+
+    def forward(
+        self, inputs: Mapping[str, float]
+    ) -> tuple[list[float], list[tuple[float, ...]]] | None:
+        """Every node's value and local derivatives, or None: see `run`."""
         values = self.initial.copy()
         for name, i in self.slots:
             values[i] = inputs[name]
@@ -105,10 +115,72 @@ class ScalarTape:
         # any (infinities survive a sum, and nothing here makes a NaN from finite operands).
         if not isfinite(sum(values)):
             return None
-        grads = [0.0] * self.size
-        grads[self.root] = 1.0
-        for i, children in self.sends:
-            grad = grads[i]
-            for child, local in zip(children, locals_[i], strict=True):
-                grads[child] += local * grad
-        return values, grads, locals_
+        return values, locals_
+
+
+def backward(
+    sends: tuple[tuple[int, tuple[int, ...]], ...],
+    locals_: list[tuple[float, ...]],
+    size: int,
+    root: int,
+) -> list[float]:
+    """`Value.backward` over lists: `sends` are the operations, parents first, with their
+    children; each edge adds local derivative x parent's gradient, in the engine's order."""
+    grads = [0.0] * size
+    grads[root] = 1.0
+    for i, children in sends:
+        grad = grads[i]
+        for child, local in zip(children, locals_[i], strict=True):
+            grads[child] += local * grad
+    return grads
+
+
+class OperatorTape:
+    """The operator view run on its program's primitive tape.
+
+    An operator node's value is a primitive node's value (or a constant); its local derivatives
+    come from the operation table's rule, from its operands' values, as the engine and
+    `_operator_node` in service/evaluator.py compute them (constants where its operands are).
+    Then backward runs over the operator graph's own edges.
+    """
+
+    def __init__(
+        self,
+        primitive: ScalarTape,
+        sources: tuple[int | float, ...],
+        kinds: tuple[Callable[..., tuple[float, ...]] | tuple[float, ...], ...],
+        exponents: tuple[float | None, ...],
+        children: tuple[tuple[int, ...], ...],
+        root: int,
+    ) -> None:
+        self.primitive = primitive
+        # per node: the primitive node it takes its value from (an int), or its constant value
+        self.sources = sources
+        # per node: its constant local derivatives (a tuple), or its operation's rule (a function)
+        self.kinds = kinds
+        self.exponents = exponents
+        self.children = children
+        self.size = len(sources)
+        self.root = root
+        self.sends = tuple((i, children[i]) for i in range(self.size - 1, -1, -1) if children[i])
+
+    def run(self, inputs: Mapping[str, float]) -> Run | None:
+        forward = self.primitive.forward(inputs)
+        if forward is None:
+            return None
+        primitive_values = forward[0]
+        values = [
+            primitive_values[source] if type(source) is int else source for source in self.sources
+        ]
+        locals_: list[tuple[float, ...]] = []
+        append = locals_.append
+        try:
+            for i, kind in enumerate(self.kinds):
+                if type(kind) is tuple:
+                    append(kind)
+                else:
+                    operands = [values[c] for c in self.children[i]]
+                    append(tuple(kind(self.exponents[i], values[i], *operands)))  # type: ignore[operator]
+        except (ArithmeticError, DomainError):
+            return None
+        return values, backward(self.sends, locals_, self.size, self.root), locals_

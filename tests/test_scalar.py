@@ -20,12 +20,17 @@ def _bits(numbers: list[float] | tuple[float, ...]) -> list[str]:
 
 
 def _twins(text: str, bindings: dict[str, float], output: str | None = None) -> None:
+    for granularity in ("primitive", "operator"):
+        _twin(text, bindings, output, granularity)
+
+
+def _twin(text: str, bindings: dict[str, float], output: str | None, granularity: str) -> None:
     try:
-        compiled = evaluator.compile(text, "primitive", output)
+        compiled = evaluator.compile(text, granularity, output)
         env = evaluator.bind(compiled.parsed, bindings)
     except (DomainError, ValueError):
         return
-    assert compiled.tape is not None
+    assert compiled.tape is not None, granularity
     run = compiled.tape.run({name: value.data for name, value in env.items()})
     try:
         root, _ = compiled.build(env)
@@ -43,6 +48,10 @@ def _twins(text: str, bindings: dict[str, float], output: str | None = None) -> 
     for mine, node in zip(locals_, order, strict=True):
         assert _bits(mine) == _bits(node.local_grads)
     assert compiled.tape.root == compiled.root
+    inputs = compiled.parsed.inputs
+    assert [grads[i] if i is not None else 0.0 for i in compiled.input_nodes] == [
+        env[name].grad for name in inputs
+    ]
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -68,10 +77,11 @@ def test_where_the_engine_refuses_the_tape_gives_way() -> None:
         ("a * a * a", {"a": 1e200}),
         ("1 / a", {"a": 0.0}),
     ]:
-        compiled = evaluator.compile(text, "primitive")
-        env = evaluator.bind(compiled.parsed, bindings)
-        assert compiled.tape is not None
-        assert compiled.tape.run({n: v.data for n, v in env.items()}) is None, text
+        for granularity in ("primitive", "operator"):
+            compiled = evaluator.compile(text, granularity)
+            env = evaluator.bind(compiled.parsed, bindings)
+            assert compiled.tape is not None
+            assert compiled.tape.run({n: v.data for n, v in env.items()}) is None, text
 
 
 def test_the_lesson_on_the_tape() -> None:
