@@ -362,9 +362,9 @@ class Evaluator:
         self, limits: Limits = DEFAULT_LIMITS, cache_size: int = 256, cache_nodes: int = 60_000
     ) -> None:
         self.limits = limits
-        # A compiled program holds about a kilobyte per graph node, so the cache is bounded by
-        # entries and by their nodes together: a few pasted 20,000-node programs must not pin
-        # hundreds of megabytes in every worker.
+        # A compiled program holds about two kilobytes per graph node (its tape and rendered
+        # document included), so the cache is bounded by entries and by their nodes together: a
+        # few pasted 20,000-node programs must not pin hundreds of megabytes in every worker.
         self.cache_size = cache_size
         self.cache_nodes = cache_nodes
         self._cache: OrderedDict[tuple[str, str, str | None], Compiled] = OrderedDict()
@@ -863,7 +863,9 @@ _NUMBERS_OF: dict[str, Callable[[_Evaluation, list[float]], None]] = {
     "nodes.grad": lambda evaluation, out: out.extend(evaluation.grads),
     "nodes.local_grads": _local_numbers,
 }
-_SKELETONS = 8  # selections of fields a compiled program keeps rendered
+# Selections of fields a compiled program keeps rendered: the whole document's fragments take
+# about half a kilobyte per graph node, a slider's `value,gradients` a few bytes.
+_SKELETONS = 4
 
 
 @contextlib.contextmanager
