@@ -157,7 +157,7 @@ class Lines:
     """Line and column of many positions of one text, each in time independent of the text."""
 
     def __init__(self, text: str) -> None:
-        self.newlines = [i for i, char in enumerate(text) if char == "\n"]
+        self.newlines = [match.start() for match in re.finditer("\n", text)]
 
     def __call__(self, position: int) -> tuple[int, int]:
         before = bisect.bisect_left(self.newlines, position)
@@ -231,12 +231,13 @@ def _tokens(text: str, limits: Limits) -> Iterator[Token]:
     After the text, `end` tokens follow for ever, so a parser may look ahead freely.
     """
     pos, length = 0, len(text)
-    while pos < length:
-        match = _TOKEN.match(text, pos)
-        if match is None:
-            raise _bad_character(text, pos)
+    longest = limits.max_identifier_length
+    # One scan of the text; a gap between two matches is a character no token takes.
+    for match in _TOKEN.finditer(text):
+        if match.start() != pos:
+            break
         kind, end = match.lastgroup, match.end()
-        if kind == "name" and end - pos > limits.max_identifier_length:
+        if kind == "name" and end - pos > longest:
             raise LimitExceeded(
                 "identifier_too_long",
                 _(
@@ -254,11 +255,15 @@ def _tokens(text: str, limits: Limits) -> Iterator[Token]:
             raise ExpressionError(
                 "unsupported_syntax", _("floor division // is not supported; use /"), (pos, end)
             )
-        if kind == "punctuation" or kind == "equals":
+        if kind == "name" or kind == "number" or kind == "op":
+            yield Token(kind, match.group(), pos, end)
+        elif kind == "punctuation" or kind == "equals":
             yield Token(match.group(), match.group(), pos, end)
-        elif kind not in ("space", "comment"):
-            yield Token(kind or "", match.group(), pos, end)
+        elif kind == "newline" or kind == "augmented":
+            yield Token(kind, match.group(), pos, end)
         pos = end
+    if pos < length:
+        raise _bad_character(text, pos)
     while True:
         yield Token("end", "", length, length)
 
@@ -363,7 +368,7 @@ _METHODS = (*FUNCTIONS, "backward")
 _KEYWORD_STATEMENTS: dict[str, Message] = {
     "import": _("remove the import line: Value is built in"),
     "from": _("remove the import line: Value is built in"),
-    "def": _("functions cannot be defined here: write each step as an assignment"),
+    "def": _("functions cannot be defined: paste the function's body without its def line"),
     "class": _("classes cannot be defined here: write each step as an assignment"),
     "for": _("loops are not supported: write each step as its own statement"),
     "while": _("loops are not supported: write each step as its own statement"),
@@ -533,6 +538,9 @@ class _Program:
                         (start, self.terminator.end),
                     )
         span = (start, self.previous_end)
+        for target in targets:  # `x = x + 1` reads x before any statement assigns it
+            if target.text in self.read_as_input:
+                raise self.read_before_assignment(target.text, target)
         for target, node in zip(targets, values, strict=True):
             name = target.text
             if node.kind == "operation" and node.assigned is None:

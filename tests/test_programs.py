@@ -318,7 +318,7 @@ REFUSED = [
      "the response already carries every value and gradient"),
     ("x = Value(1.0)\ny = x.data", "unsupported_syntax", (20, 25), "already carries"),
     ("x = Value(1.0)\ny = x * 2\nx.grad", "unsupported_syntax", (26, 31), "already carries"),
-    ("def f(x):\n  return x", "unsupported_syntax", (0, 9), "functions cannot be defined"),
+    ("def f(x):\n  return x", "unsupported_syntax", (0, 9), "without its def line"),
     ("for i in a: a", "unsupported_syntax", (0, 13), "loops"),
     ("if a > 0: a", "unsupported_syntax", (0, 11), "conditions"),
     ("f = lambda x: x", "unsupported_syntax", (4, 12), "lambda"),
@@ -328,6 +328,7 @@ REFUSED = [
     ("y = x * 2\nx = Value(1.0)", "used_before_assignment", (4, 5),
      "before the statement on line 2"),
     ("y += 1", "used_before_assignment", (0, 1), "no earlier statement assigns"),
+    ("x = x + 1", "used_before_assignment", (4, 5), "before the statement on line 1"),
     ("exp = a * 2", "function_name", (0, 3), "exp is a function"),
     ("relu = Value(1.0)", "function_name", (0, 4), "relu is a function"),
     ("Value = 2", "function_name", (0, 5), "Value is a function"),
@@ -412,3 +413,48 @@ def test_the_command_line_reads_standard_input(monkeypatch, capsys) -> None:
     assert main(["eval", "-f", "-"]) == 2
     _, err = capsys.readouterr()
     assert "y = x.data" in err and "^^^^^" in err
+
+
+@pytest.mark.parametrize("indent", ["    ", "\t"])
+def test_an_indented_body_pasted_from_a_function(indent: str) -> None:
+    import textwrap
+
+    document = evaluator.evaluate(textwrap.indent(SANITY_CHECK, indent), {}, "primitive")
+    assert (document["value"], len(document["graph"]["nodes"])) == (-20.0, 14)
+
+
+# -- over HTTP ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def client():
+    from service.app import create_app
+
+    return create_app({"TESTING": True}).test_client()
+
+
+def test_a_program_over_http(client) -> None:
+    response = client.post("/v1/gradients", json={"expression": SHIPPING})
+    assert response.status_code == 200, response.get_data()
+    document = response.get_json()
+    assert (document["value"], document["output"]) == (111.0, "cost")
+    assert document["gradients"]["weight"] == 15.0
+    response = client.post(
+        "/v1/gradients",
+        json={"expression": SHIPPING, "bindings": {"weight": 1}, "output": "raw_cost",
+              "granularity": "primitive"},
+    )  # fmt: skip
+    assert response.get_json()["value"] == 81.0
+    graph = client.post("/v1/graph", json={"expression": SHIPPING}).get_json()
+    assert graph["inputs"][1] == {"name": "weight", "default": 3.0}
+    assert {n["name"] for n in graph["graph"]["nodes"]} >= {"cost", "raw_cost", "weight_fee"}
+
+
+def test_a_program_refusal_over_http_gives_line_and_column(client) -> None:
+    response = client.post("/v1/graph", json={"expression": "x = Value(1.0)\ny = x.grad"})
+    assert response.status_code == 422
+    problem = response.get_json()
+    assert problem["type"].endswith("/unsupported-syntax")
+    assert problem["position"] == {"start": 20, "end": 25, "line": 2, "column": 6}
+    response = client.post("/v1/gradients", json={"expression": "y = a", "output": "z"})
+    assert response.get_json()["type"].endswith("/unknown-output")
