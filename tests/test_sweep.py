@@ -405,3 +405,10 @@ def test_the_tape_has_every_primitive_of_the_operation_table() -> None:
     from service.tape import FORWARD
 
     assert set(FORWARD) == {op.name for op in OPERATIONS if op.primitive}
+
+
+def test_a_failed_point_says_where_in_the_program() -> None:
+    document = sweep(EVALUATOR, "y = x * 2\nz = log(y)", {}, points=[{"x": -1.0}])
+    [error] = document["errors"]
+    assert error["position"] == {"start": 14, "end": 20, "line": 2, "column": 5}
+    assert error["kind"] == "log_domain" and error["message"] == "log of a non-positive number (-2)"
