@@ -40,7 +40,8 @@ COPY --from=build /opt/venv /opt/venv
 WORKDIR /app
 COPY gunicorn.conf.py ./
 # matplotlib's font cache, built into the image: otherwise the first plot of every new container
-# spends about 2 s building it. The directory is the service user's, as matplotlib requires.
+# spends about 2 s building it. The directory is the service user's, as matplotlib requires; with
+# a read-only filesystem the service copies it to /tmp first (service/pictures.py).
 ENV MPLCONFIGDIR=/opt/matplotlib
 RUN mkdir "$MPLCONFIGDIR" \
     && python -c "from service.pictures import warm_up; warm_up()" \

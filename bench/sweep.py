@@ -11,8 +11,10 @@ from typing import Any
 from bench.common import Report, finite_expression, interleaved, median, ratio, table
 from bench.server import Server
 from service.api.examples import LESSON_BINDINGS, LESSON_EXPRESSION
+from service.devserver import HOST
 from service.engine import Value
 from service.evaluator import Evaluator
+from service.evaluator import run as run_tree
 from service.limits import Limits
 from service.parser import parse
 from service.sweep import Axis, sweep, tape_of, to_json
@@ -62,8 +64,11 @@ def over_http(report: Report, quick: bool) -> None:
     server = Server(env={"AUTOGRAD_WORKERS": "1", "AUTOGRAD_PICTURE_RATE": "1000",
                          "AUTOGRAD_PICTURE_BURST": "1000"})  # fmt: skip
     if os.environ.get("BENCH_PORT"):  # a port of the caller's choosing, else any free one
+        bound = f"{HOST}:{server.port}"
         server.port = int(os.environ["BENCH_PORT"])
+        server.url = f"http://{HOST}:{server.port}"
         server.env["PORT"] = str(server.port)
+        server.command = [f"{HOST}:{server.port}" if a == bound else a for a in server.command]
     with server:
         paths = {name: "/v1/gradients" if name.startswith("gradients") else "/v1/sweep"
                  for name in bodies}  # fmt: skip
@@ -100,7 +105,7 @@ def per_point(report: Report, quick: bool) -> None:
 
     def engine() -> Any:
         env = {n: Value(v) for n, v in bindings.items()}
-        root = parsed.evaluate(env)[parsed.root]
+        root = run_tree(parsed, env)[parsed.root]
         root.backward()
         return root
 

@@ -9,22 +9,46 @@ from __future__ import annotations
 
 import io
 import math
+import os
 import shutil
-from collections.abc import Mapping
+import tempfile
+from collections.abc import Callable, Mapping, MutableMapping
+from pathlib import Path
 from typing import Any
 
 import graphviz  # type: ignore[import-untyped]
-import matplotlib
 import numpy as np
+
+
+def writable_config(
+    environ: MutableMapping[str, str], access: Callable[[str, int], bool] = os.access
+) -> None:
+    """Point matplotlib at a writable copy of its prebuilt font cache when it has to.
+
+    The image builds the cache into MPLCONFIGDIR, but matplotlib ignores a directory it cannot
+    write to and rebuilds the cache (about 2 s) in a fresh temporary one; a container run with a
+    read-only filesystem can write only to /tmp. There, the prebuilt cache is copied first.
+    """
+    prebuilt = environ.get("MPLCONFIGDIR")
+    if not prebuilt or not os.path.isdir(prebuilt) or access(prebuilt, os.W_OK):
+        return
+    copy = Path(tempfile.gettempdir(), "autograd-matplotlib")
+    shutil.copytree(prebuilt, copy, dirs_exist_ok=True)
+    environ["MPLCONFIGDIR"] = str(copy)
+
+
+writable_config(os.environ)  # before matplotlib reads its configuration directory
+
+import matplotlib  # noqa: E402  (after its configuration directory is settled)
 
 matplotlib.use("Agg")  # no display: render to files only; set before anything draws
 
-from matplotlib import font_manager
-from matplotlib.figure import Figure
+from matplotlib import font_manager  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 
-from service.budget import time_budget
-from service.errors import AutogradError, RequestTooLarge
-from service.i18n import _
+from service.budget import time_budget  # noqa: E402
+from service.errors import AutogradError, RequestTooLarge  # noqa: E402
+from service.i18n import _  # noqa: E402
 
 PLOT_FORMATS = {"svg": "image/svg+xml", "png": "image/png"}
 GRAPH_FORMATS = {

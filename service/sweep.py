@@ -23,7 +23,7 @@ from service.errors import BindingError, RequestTooLarge
 from service.evaluator import Compiled, Evaluator
 from service.i18n import Message, _
 from service.limits import Limits
-from service.parser import ParsedExpression
+from service.parser import Lines, ParsedExpression
 from service.tape import Failure, Tape
 
 
@@ -109,7 +109,7 @@ def sweep(
         "gradients": {
             name: result.gradients.get(name, unused).reshape(shape) for name in parsed.inputs
         },
-        "errors": [_error(failure, shape, compiled) for failure in result.failures],
+        "errors": _errors(result.failures, shape, compiled),
     }
 
 
@@ -263,18 +263,31 @@ def _check_cells(nodes: int, count: int, limits: Limits) -> None:
         raise RequestTooLarge("sweep_too_large", message, "max_sweep_cells", limits.max_sweep_cells)
 
 
-def _error(failure: Failure, shape: tuple[int, ...], compiled: Compiled) -> dict[str, Any]:
-    index: int | list[int] = (
-        failure.point if len(shape) == 1 else list(divmod(failure.point, shape[1]))
-    )
-    start, end = compiled.templates[failure.node]["span"]
-    return {
-        "index": index,
-        "kind": failure.kind,
-        "message": _message(failure),
-        "node": failure.node,
-        "position": {"start": start, "end": end},
-    }
+def _errors(
+    failures: list[Failure], shape: tuple[int, ...], compiled: Compiled
+) -> list[dict[str, Any]]:
+    """Each failed point: where it is in the sweep, why, and where in the text (with the line
+    and column, as a problem's `position` has them)."""
+    lines = Lines(compiled.parsed.text) if failures else None
+    errors = []
+    for failure in failures:
+        index: int | list[int] = (
+            failure.point if len(shape) == 1 else list(divmod(failure.point, shape[1]))
+        )
+        start, end = compiled.templates[failure.node]["span"]
+        assert lines is not None
+        line, column = lines(start)
+        position = {"start": start, "end": end, "line": line, "column": column}
+        errors.append(
+            {
+                "index": index,
+                "kind": failure.kind,
+                "message": _message(failure),
+                "node": failure.node,
+                "position": position,
+            }
+        )
+    return errors
 
 
 def _message(failure: Failure) -> Message:

@@ -51,14 +51,8 @@ def _buffers(rows: int, columns: int) -> tuple[FloatArray, FloatArray, FloatArra
 
 def node_fields(node: Value) -> tuple[str, tuple[Value, ...], float | None]:
     """A `Value`'s op ("" for a leaf), children and constant exponent: the one place that reads
-    the engine's node internals, so a rename there is adapted here."""
-    op = getattr(node, "op", None)
-    if op is None:
-        op = node._op
-    children = getattr(node, "children", None)
-    if children is None:
-        children = node._children
-    return op, tuple(children), node.exponent
+    the engine's nodes, so a change there is adapted here."""
+    return node.op, tuple(node.children), node.exponent
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import shutil
 import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
 
 import pytest
 from flask.testing import FlaskClient
@@ -192,3 +194,18 @@ def test_program_names_label_the_records(client: FlaskClient) -> None:
     assert document["value"] == [66.0 + 15 * w for w in range(6)]
     output = client.post("/v1/sweep", json={**line, "output": "weight_fee"}).get_json()
     assert output["value"] == [15.0 * w for w in range(6)]
+
+
+def test_a_read_only_font_cache_is_copied_where_matplotlib_can_write(tmp_path: Any) -> None:
+    prebuilt = tmp_path / "prebuilt"
+    prebuilt.mkdir()
+    (prebuilt / "fontlist-v390.json").write_text("{}")
+    environ = {"MPLCONFIGDIR": str(prebuilt)}
+    pictures.writable_config(environ, access=lambda path, mode: True)
+    assert environ["MPLCONFIGDIR"] == str(prebuilt)  # writable: left alone
+    pictures.writable_config(environ, access=lambda path, mode: False)
+    copy = environ["MPLCONFIGDIR"]
+    assert copy != str(prebuilt) and (Path(copy) / "fontlist-v390.json").read_text() == "{}"
+    unset: dict[str, str] = {}
+    pictures.writable_config(unset, access=lambda path, mode: False)
+    assert unset == {}

@@ -396,3 +396,19 @@ def test_a_failure_is_named_where_the_engine_stops() -> None:
     document = sweep(EVALUATOR, program, {}, points=[{"x": 1.0}, {"x": -1.0}, {"x": 0.0}])
     for i, x in enumerate([1.0, -1.0, 0.0]):
         check_point(document, program, {"x": x}, i, document["value"][i])
+
+
+def test_the_tape_has_every_primitive_of_the_operation_table() -> None:
+    # A derived operation reaches the tape as the primitives micrograd builds it from, so the
+    # tape needs an array rule for exactly the primitives; a new one must be added there too.
+    from service.operations import OPERATIONS
+    from service.tape import FORWARD
+
+    assert set(FORWARD) == {op.name for op in OPERATIONS if op.primitive}
+
+
+def test_a_failed_point_says_where_in_the_program() -> None:
+    document = sweep(EVALUATOR, "y = x * 2\nz = log(y)", {}, points=[{"x": -1.0}])
+    [error] = document["errors"]
+    assert error["position"] == {"start": 14, "end": 20, "line": 2, "column": 5}
+    assert error["kind"] == "log_domain" and error["message"] == "log of a non-positive number (-2)"
