@@ -812,8 +812,8 @@ def _evaluation(expression: str, compiled: Compiled, env: dict[str, Value]) -> _
     # Every local derivative and gradient is summed into some node's gradient, and an infinity
     # survives a sum: a gradient overflowing on the way back leaves one of them non-finite.
     if not all(map(math.isfinite, grads)):
-        error = _non_finite(_node_documents(compiled.templates, evaluation))
-        raise error.at(expression) from None
+        overflow = _non_finite(_node_documents(compiled.templates, evaluation))
+        raise overflow.at(expression) from None
     return evaluation
 
 

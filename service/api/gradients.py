@@ -50,5 +50,5 @@ def gradients(body: dict[str, Any]) -> Response:
     """
     source = (body["expression"], body["bindings"], body["granularity"], body["output"])
     if body["format"] == "json":  # the bytes straight from the evaluator, as sent most often
-        return Response(evaluator().render(*source, body["fields"]), mimetype="application/json")
+        return Response(evaluator().render(*source, body["selection"]), mimetype="application/json")
     return document_or_drawing(evaluator().evaluate(*source), body["format"])

@@ -118,6 +118,7 @@ FIELDS_PATTERN = rf"^ *({_FIELD_NAME}) *(, *({_FIELD_NAME}) *)*$"
 
 def _fields() -> fields.String:
     return fields.String(
+        data_key="fields",
         load_default=None,
         allow_none=True,
         validate=validate.Regexp(
@@ -150,7 +151,8 @@ class GradientsRequestSchema(Schema):
     granularity = _granularity()
     format = _drawing_format()
     output = _output()
-    fields = _fields()
+    # `fields` in the body; not the attribute's name, which is marshmallow's own
+    selection = _fields()
 
 
 class GraphRequestSchema(Schema):
