@@ -32,9 +32,20 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 RUN groupadd --gid 10001 autograd \
     && useradd --uid 10001 --gid autograd --no-create-home --no-log-init --shell /usr/sbin/nologin autograd
+# Graphviz's `dot` draws graphs as SVG (`format: svg`); without it that format is a 501 problem.
+RUN apt-get update \
+    && apt-get install --yes --no-install-recommends graphviz \
+    && rm -rf /var/lib/apt/lists/*
 COPY --from=build /opt/venv /opt/venv
 WORKDIR /app
 COPY gunicorn.conf.py ./
+# matplotlib's font cache, built into the image: otherwise the first plot of every new container
+# spends about 2 s building it. The directory is the service user's, as matplotlib requires; with
+# a read-only filesystem the service copies it to /tmp first (service/pictures.py).
+ENV MPLCONFIGDIR=/opt/matplotlib
+RUN mkdir "$MPLCONFIGDIR" \
+    && python -c "from service.pictures import warm_up; warm_up()" \
+    && chown -R 10001:10001 "$MPLCONFIGDIR"
 
 # Root owns every file, so the process can read its code but not change it. Numeric, so that
 # orchestrators that check for a non-root user can tell without reading /etc/passwd.

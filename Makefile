@@ -8,7 +8,7 @@ export PORT
 # (docs/SECURITY.md). HOST=0.0.0.0 makes it reachable from elsewhere, e.g. from a proxy.
 HOST ?= 127.0.0.1
 
-.PHONY: serve test check typecheck lint openapi test-docker lock fuzz load bench clean
+.PHONY: serve test check typecheck lint openapi test-docker lock fuzz load bench clean graphviz pictures
 
 # The virtual environment is rebuilt whenever the project's declared dependencies change.
 $(BIN)/python:
@@ -20,12 +20,23 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	touch $@
 
 serve: $(VENV)/.installed
+	@command -v dot >/dev/null || echo "serve: Graphviz's dot is not installed, so graphs asked for \
+	as format svg get a 501 problem (dot and mermaid work). Install it with \
+	'sudo apt-get install graphviz' (Debian, Ubuntu) or 'brew install graphviz' (macOS)." >&2
 	@echo "serve: http://$(HOST):$(PORT) is for one machine: gunicorn's sync workers must never"
 	@echo "serve: face a network directly; serve others through nginx (docker compose up)"
 	$(BIN)/gunicorn --config gunicorn.conf.py --bind '$(HOST):$(PORT)' 'service.app:create_app()'
 
+# Graphviz's `dot` draws graphs as SVG; the tests of that format need it. Installed from Debian
+# when missing and this runs as root (as CI does), else the tests that need it are skipped.
+graphviz:
+	@command -v dot >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+	  && DEBIAN_FRONTEND=noninteractive apt-get update -qq \
+	  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends graphviz \
+	  >/dev/null; } || echo "graphviz: dot is missing; the SVG drawing tests will be skipped" >&2
+
 # Everything, as CI runs it: lint, formatting and the whole suite, slow tests included.
-test: $(VENV)/.installed
+test: $(VENV)/.installed graphviz
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest
@@ -89,6 +100,10 @@ load: $(VENV)/.installed
 bench: $(VENV)/.installed
 	$(BIN)/pip install --quiet -e '.[test,bench,torch]' || $(BIN)/pip install --quiet -e '.[test,bench]'
 	$(BIN)/python -m bench $(BENCH_ARGS)
+
+# The pictures in the README: a plot, a surface and the lesson's graph, drawn by the service.
+pictures: $(VENV)/.installed graphviz
+	$(BIN)/python scripts/pictures.py docs/pictures
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis *.egg-info

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from bench import common
 
-PARTS = ("engine", "parse", "linear", "request", "memory")
+PARTS = ("engine", "parse", "linear", "request", "path", "memory", "sweep")
 
 
 def _context() -> str:
@@ -87,10 +87,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             from bench import linear
 
             linear.run(report, args.quick)
+        elif part == "path":
+            from bench import path
+
+            path.run(report, args.quick)
         elif part == "request":
             from bench import request
 
             request.run(report, args.quick, args.client)
+        elif part == "sweep":
+            from bench import sweep
+
+            sweep.run(report, args.quick)
         else:
             from bench import memory
 

@@ -9,7 +9,18 @@ from typing import Any
 from flask import Flask, Response, request
 from flask_cors import CORS
 
-from service.api import EXTENSION, costs, docs, gradients, graph, health, logs, operations
+from service.api import (
+    EXTENSION,
+    costs,
+    docs,
+    gradients,
+    graph,
+    health,
+    logs,
+    operations,
+    pictures,
+    sweep,
+)
 from service.api.config import (
     DEFAULTS,
     ENVIRONMENT_PREFIX,
@@ -25,7 +36,7 @@ from service.api.problems import ProblemApi
 from service.api.request import REQUEST_ID_HEADER, ApiRequest, StrictJSONProvider
 from service.evaluator import Evaluator
 
-RESOURCES = (gradients.blp, graph.blp, operations.blp, health.blp)
+RESOURCES = (gradients.blp, graph.blp, sweep.blp, operations.blp, health.blp)
 ALLOW_METHODS = "Access-Control-Allow-Methods"
 PREFLIGHT_MAX_AGE = 3600  # seconds a browser may reuse a CORS preflight: one per slider session
 
@@ -53,10 +64,12 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.extensions[EXTENSION] = Evaluator(
         limits_from(app.config), cache_size(app.config), cache_nodes(app.config)
     )
+    pictures.init_app(app)
 
     api = ProblemApi(app)
     for resource in RESOURCES:
         api.register_blueprint(resource)
+    sweep.document(api.spec)
     app.register_blueprint(docs.blp)
     app.extensions[docs.SPEC_EXTENSION] = api.spec
     # Registered before CORS adds its own hook, so it runs after it: Flask runs them in reverse.

@@ -13,10 +13,15 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 from service.errors import AutogradError
 from service.evaluator import DEFAULT_GRANULARITY, GRANULARITIES, Evaluator
 from service.kinds import core_problem
+from service.limits import DEFAULT_LIMITS
+from service.pictures import GRAPH_FORMATS, PLOT_FORMATS, draw, plot
+from service.sweep import Axis, at_bindings, sweep, to_json
 
 PROGRAM = "autograd-service"  # the console script pyproject.toml installs
 
@@ -51,6 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--output", help="the program's name whose value is the output")
     evaluate.add_argument("--granularity", choices=GRANULARITIES, default=DEFAULT_GRANULARITY)
     evaluate.add_argument("--indent", type=int, default=2, help="JSON indent (0: one line)")
+    evaluate.add_argument("--format", choices=("json", *GRAPH_FORMATS), default="json",
+                          help="the document, or its graph drawn (svg needs Graphviz)")  # fmt: skip
+    add_sweep_command(commands)
     return parser
 
 
@@ -72,7 +80,7 @@ def _parse_arguments(argv: Sequence[str]) -> argparse.Namespace:
         parser.error(str(error))
     if getattr(args, "expression", None) is not None and args.expression not in argv:
         args.expression = args.expression[1:]
-    if getattr(args, "command", None) == "eval":
+    if getattr(args, "command", None) in ("eval", "sweep"):
         if args.file is not None:
             # With a file, every positional argument is a binding.
             if args.expression is not None:
@@ -91,9 +99,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parse_arguments(sys.argv[1:] if argv is None else list(argv))
     indent = args.indent or None
     try:
+        if args.command == "sweep":
+            return run_sweep(args)
         document = Evaluator().evaluate(
             args.expression, dict(args.bindings), args.granularity, args.output
         )
+        if args.format != "json":
+            return write(draw(document, args.format, DEFAULT_LIMITS.max_drawn_nodes), None)
     except AutogradError as error:
         # The problem as JSON for scripts, and for people the text with the fault underlined.
         problem = core_problem(error)
@@ -124,4 +136,72 @@ def _print(text: str) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 141
+    return 0
+
+
+# -- python -m service sweep ------------------------------------------------------------------
+
+
+def _axis(text: str) -> Axis:
+    parts = text.split(":")
+    try:
+        name, start, stop, points = parts
+        return Axis(name, float(start), float(stop), int(points))
+    except ValueError:
+        message = f"expected NAME:FROM:TO:POINTS, such as x:-3:3:200, got {text!r}"
+        raise argparse.ArgumentTypeError(message) from None
+
+
+def _point(text: str) -> dict[str, float]:
+    return dict(_binding(part) for part in text.split(",") if part.strip())
+
+
+def add_sweep_command(commands: Any) -> None:
+    sweep = commands.add_parser(
+        "sweep",
+        help="value and gradients over a line, a grid or points; or their plot",
+        description='For example: sweep "x * tanh(x)" --vary x:-3:3:200 --format svg > plot.svg',
+    )
+    sweep.add_argument(
+        "expression", nargs="?", help='for example "x * tanh(x)"; leave out with --file'
+    )
+    sweep.add_argument("bindings", nargs="*", type=_binding, metavar="NAME=NUMBER",
+                       help="values of the inputs that are not varied")  # fmt: skip
+    sweep.add_argument("-f", "--file", type=argparse.FileType("r", encoding="utf-8"),
+                       help="read the expression or program from this file (- for standard "
+                       "input)")  # fmt: skip
+    sweep.add_argument("--output", help="the program's name whose value is the output")
+    sweep.add_argument("--vary", action="append", type=_axis, metavar="NAME:FROM:TO:POINTS",
+                       help="an input to vary: once for a line, twice for a grid")  # fmt: skip
+    sweep.add_argument("--point", action="append", type=_point, metavar="NAME=NUMBER,...",
+                       help="an explicit point instead of --vary (repeat for more)")  # fmt: skip
+    sweep.add_argument("--format", choices=("json", *PLOT_FORMATS), default="json")
+    sweep.add_argument("--save", type=Path, metavar="FILE",
+                       help="write the answer here instead of to standard output")  # fmt: skip
+    sweep.add_argument("--indent", type=int, default=0, help="JSON indent (0: one line)")
+
+
+def run_sweep(args: argparse.Namespace) -> int:
+    if (args.vary is None) == (args.point is None):
+        build_parser().error("sweep takes either --vary (once or twice) or --point")
+    evaluator = Evaluator()
+    bindings = dict(args.bindings)
+    document = sweep(evaluator, args.expression, bindings, args.vary, args.point, args.output)
+    if args.format == "json":
+        if args.indent:
+            text = json.dumps(json.loads(to_json(document)), indent=args.indent)
+            return write(text.encode() + b"\n", args.save)
+        return write(to_json(document) + b"\n", args.save)
+    marked = at_bindings(evaluator, args.expression, bindings, args.output)
+    picture = plot(document, bindings, marked, args.format, args.point is not None)
+    return write(picture, args.save)
+
+
+def write(data: bytes, output: Path | None) -> int:
+    if output is None:
+        sys.stdout.flush()
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+    else:
+        output.write_bytes(data)
     return 0

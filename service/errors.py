@@ -101,6 +101,18 @@ class DomainError(Located, AutogradError, ArithmeticError):
         return {**super().as_dict(), **located, **self.position()}
 
 
+class RequestTooLarge(AutogradError):
+    """A sweep or a drawing asks for more work than this service is configured to do."""
+
+    def __init__(self, kind: str, message: str, limit: str, maximum: float) -> None:
+        super().__init__(kind, message)
+        self.limit = limit
+        self.maximum = maximum
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**super().as_dict(), "limit": self.limit, "maximum": self.maximum}
+
+
 class BudgetExceeded(AutogradError):
     """The work ran past its time budget and was stopped (see `service.budget`)."""
 
@@ -146,3 +158,5 @@ BINDING_KINDS = (
     "unknown_output",
 )
 DOMAIN_KINDS = ("log_domain", "division_by_zero", "complex_result", "overflow", "non_finite")
+SIZE_KINDS = ("too_many_points", "grid_too_large", "sweep_too_large", "graph_too_large_to_draw")
+PICTURE_KINDS = ("graphviz_unavailable", "drawing_too_slow")

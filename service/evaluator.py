@@ -9,12 +9,16 @@ Every stage is linear in the size of the program.
 from __future__ import annotations
 
 import bisect
+import contextlib
+import gc
 import math
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
+
+import orjson
 
 from service.engine import Value, format_number
 from service.errors import BindingError, DomainError
@@ -22,6 +26,8 @@ from service.i18n import _
 from service.limits import DEFAULT_LIMITS, Limits
 from service.operations import BY_NAME, apply, shape
 from service.parser import Lines, Node, ParsedExpression, parse
+from service.scalar import OperatorTape, ScalarTape
+from service.tape import Tape
 
 GRANULARITIES = ("operator", "primitive")
 DEFAULT_GRANULARITY = "operator"
@@ -80,6 +86,7 @@ class Compiled:
         self.parsed = parsed
         self.granularity = granularity
         self.node_of: dict[Node, int] = {}
+        self._skeletons: dict[tuple[str, ...], _Skeleton] = {}
         # Run once with every input NaN: NaN flows through every operation without raising,
         # so this traces the graph's shape without depending on any binding.
         nan = {name: Value(math.nan) for name in parsed.inputs}
@@ -114,12 +121,33 @@ class Compiled:
         )
         self.children = tuple(tuple(template["children"]) for template in self.templates)
         self.root = position[id(root)]
+        # Each input's graph node, or None for one the output does not depend on.
+        self.input_nodes = tuple(position.get(id(nan[name])) for name in parsed.inputs)
+        # The primitive graph as a tape: what a request runs (see service/scalar.py). The
+        # operator view's derived nodes are not primitives: it runs on the engine.
+        self.tape: ScalarTape | OperatorTape | None = (
+            ScalarTape(Tape.from_graph(root, nan))
+            if granularity == "primitive"
+            else _operator_tape(parsed, order, results)
+        )
         # Where each syntax-tree node's result sits in the graph, to name it in a domain error.
         self.node_of = {
             source: position[id(result)]
             for source, result in results.items()
             if isinstance(result, Value)
         }
+
+    def skeleton(self, expression: str, selection: tuple[str, ...]) -> _Skeleton:
+        """The document's bytes around its numbers for this selection, made on first use.
+
+        The expression is part of the cache key, so it is the same for every call."""
+        skeletons = self._skeletons
+        skeleton = skeletons.get(selection)
+        if skeleton is None:
+            if len(skeletons) >= _SKELETONS:  # a bounded few selections per program
+                skeletons.clear()
+            skeleton = skeletons[selection] = _Skeleton(expression, self, selection)
+        return skeleton
 
     def build(self, env: Mapping[str, Value]) -> tuple[Value, dict[Node, Value | float]]:
         """The graph's root for these input values, and every tree node's result.
@@ -133,6 +161,58 @@ class Compiled:
         # operator is the engine's own node with its operands in the order written.
         results = run(self.parsed, env, self.node_of.get, operation=_operator_node, constant=Value)
         return results[self.parsed.root], results
+
+
+def _operator_tape(
+    parsed: ParsedExpression, order: list[Value], results: dict[Node, Any]
+) -> OperatorTape | None:
+    """The operator view laid over its program's primitive tape; None where a node cannot be
+    traced to the primitive graph (the engine then runs the view itself)."""
+    try:
+        return _trace_operators(parsed, order, results)
+    except KeyError:  # pragma: no cover - a node the primitive graph does not have
+        return None
+
+
+def _trace_operators(
+    parsed: ParsedExpression, order: list[Value], results: dict[Node, Any]
+) -> OperatorTape | None:
+    nan = {name: Value(math.nan) for name in parsed.inputs}
+    primitive_results = run(parsed, nan)
+    primitive_root = _as_value(primitive_results[parsed.root])
+    primitive = ScalarTape(Tape.from_graph(primitive_root, nan))
+    index = {id(node): i for i, node in enumerate(primitive_root.topological_order())}
+    source_of: dict[int, Node] = {}
+    for source in parsed.postorder():
+        source_of.setdefault(id(results[source]), source)
+    position = {id(node): i for i, node in enumerate(order)}
+    sources: list[int | float] = []
+    kinds: list[Any] = []
+    for node in order:
+        traced = source_of.get(id(node))
+        constant = not math.isnan(node.data)
+        if constant:
+            sources.append(node.data)
+        elif traced is None or not isinstance(primitive_results.get(traced), Value):
+            return None
+        elif traced.kind == "variable":
+            sources.append(index[id(nan[traced.name])])
+        else:
+            sources.append(index[id(primitive_results[traced])])
+        if not node.children:
+            kinds.append(())
+        elif not any(math.isnan(child.data) for child in node.children):  # constant operands
+            kinds.append(tuple(node.local_grads))
+        else:  # the table's rule, as `_operator_node` and the engine compute it
+            kinds.append(BY_NAME[node.op].local_grads)
+    return OperatorTape(
+        primitive,
+        tuple(sources),
+        tuple(kinds),
+        tuple(node.exponent for node in order),
+        tuple(tuple(position[id(c)] for c in node.children) for node in order),
+        position[id(order[-1])],
+    )
 
 
 def _template(
@@ -282,9 +362,9 @@ class Evaluator:
         self, limits: Limits = DEFAULT_LIMITS, cache_size: int = 256, cache_nodes: int = 60_000
     ) -> None:
         self.limits = limits
-        # A compiled program holds about a kilobyte per graph node, so the cache is bounded by
-        # entries and by their nodes together: a few pasted 20,000-node programs must not pin
-        # hundreds of megabytes in every worker.
+        # A compiled program holds about two kilobytes per graph node (its tape and rendered
+        # document included), so the cache is bounded by entries and by their nodes together: a
+        # few pasted 20,000-node programs must not pin hundreds of megabytes in every worker.
         self.cache_size = cache_size
         self.cache_nodes = cache_nodes
         self._cache: OrderedDict[tuple[str, str, str | None], Compiled] = OrderedDict()
@@ -362,12 +442,27 @@ class Evaluator:
         """Value, gradients, graph, forward order and backward schedule for these bindings."""
         compiled = self.compile(expression, granularity, output)
         env = self.bind(compiled.parsed, bindings or {})
-        try:
-            root, _ = compiled.build(env)
-            order = root.backward()
-            return _document(expression, compiled, order, env)
-        except DomainError as error:
-            raise error.at(expression) from None
+        with _no_cycle_collection():
+            return _document(expression, compiled, _evaluation(expression, compiled, env))
+
+    def render(
+        self,
+        expression: str,
+        bindings: Mapping[str, float] | None = None,
+        granularity: str = DEFAULT_GRANULARITY,
+        output: str | None = None,
+        fields: str | None = None,
+    ) -> bytes:
+        """`evaluate`'s document as JSON bytes, or only the parts `fields` names (see `select`).
+
+        The whole document's bytes are exactly `orjson.dumps(evaluate(...))`; a selection keeps
+        the document's keys in its order and adds `nodes`, the node columns asked for."""
+        selection = select(fields)
+        compiled = self.compile(expression, granularity, output)
+        env = self.bind(compiled.parsed, bindings or {})
+        skeleton = compiled.skeleton(expression, selection)
+        with _no_cycle_collection():
+            return skeleton.render(_evaluation(expression, compiled, env))
 
     def bind(self, parsed: ParsedExpression, bindings: Mapping[str, float]) -> dict[str, Value]:
         """A `Value` for every input: its binding, else its declared default; or a
@@ -469,33 +564,32 @@ def _shape_document(template: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in template.items() if key not in _NUMBERS}
 
 
-def _node_documents(templates: tuple[dict[str, Any], ...], order: list[Value]) -> list[dict]:
+def _node_documents(templates: tuple[dict[str, Any], ...], evaluation: _Evaluation) -> list[dict]:
     """Each node's template with its numbers filled in."""
-    if len(order) != len(templates):  # pragma: no cover - the shape is binding-independent
-        raise AssertionError("the graph changed shape between compilation and evaluation")
     # Copying a node's template and filling in three numbers is the cheapest way to a fresh
     # document; the lists inside (children, span) are shared between documents and never mutated.
     nodes = []
-    for template, node in zip(templates, order, strict=True):
+    for template, value, grad, local_grads in zip(
+        templates, evaluation.values, evaluation.grads, evaluation.locals, strict=True
+    ):
         document = template.copy()
-        document["value"] = node.data
-        document["grad"] = node.grad
-        document["local_grads"] = list(node.local_grads)
+        document["value"] = value
+        document["grad"] = grad
+        document["local_grads"] = list(local_grads)
         nodes.append(document)
     return nodes
 
 
 def _schedule(
-    children: tuple[tuple[int, ...], ...], order: list[Value]
-) -> tuple[list[dict[str, Any]], list[float]]:
-    """The backward pass narrated: same order, same sums, step by step; and the final sums."""
-    running = [0.0] * len(order)
+    children: tuple[tuple[int, ...], ...], evaluation: _Evaluation
+) -> list[dict[str, Any]]:
+    """The backward pass narrated: same order, same sums, step by step."""
+    running = [0.0] * len(children)
     backward = []
-    for i in range(len(order) - 1, -1, -1):
-        node = order[i]
-        grad = node.grad
+    for i in range(len(children) - 1, -1, -1):
+        grad = evaluation.grads[i]
         sends = []
-        for child, local in zip(children[i], node.local_grads, strict=True):
+        for child, local in zip(children[i], evaluation.locals[i], strict=True):
             contribution = local * grad
             after = running[child] = running[child] + contribution
             sends.append(
@@ -507,28 +601,21 @@ def _schedule(
                 }
             )
         backward.append({"node": i, "grad": grad, "sends": sends})
-    return backward, running
+    return backward
 
 
-def _document(
-    expression: str, compiled: Compiled, order: list[Value], env: dict[str, Value]
-) -> dict[str, Any]:
-    nodes = _node_documents(compiled.templates, order)
-    backward, running = _schedule(compiled.children, order)
-    # Every local derivative and gradient passes through a send into some running sum, so a
-    # non-finite one (an overflow on the way back) leaves a sum non-finite: one check finds it.
-    if not all(map(math.isfinite, running)):
-        raise _non_finite(nodes)
+def _document(expression: str, compiled: Compiled, evaluation: _Evaluation) -> dict[str, Any]:
+    nodes = _node_documents(compiled.templates, evaluation)
     parsed = compiled.parsed
     return {
         "expression": expression,
         "granularity": compiled.granularity,
-        "value": order[compiled.root].data,
-        "gradients": {name: env[name].grad for name in parsed.inputs},
+        "value": evaluation.values[compiled.root],
+        "gradients": dict(zip(parsed.inputs, evaluation.input_grads, strict=True)),
         "output": parsed.output,
         "graph": {"root": compiled.root, "nodes": nodes},
-        "forward": list(range(len(order))),
-        "backward": backward,
+        "forward": list(range(len(nodes))),
+        "backward": _schedule(compiled.children, evaluation),
         "warnings": _warnings(parsed),
     }
 
@@ -556,6 +643,243 @@ def _non_finite(nodes: list[dict[str, Any]]) -> DomainError:
         node["id"],
         tuple(node["span"]),
     )
+
+
+# -- the document as bytes -------------------------------------------------------------------
+
+# The parts of a document a client may ask for by `fields`: its top-level keys, and columns of
+# the graph's nodes (`nodes.value` is every node's value, in node order).
+DOCUMENT_FIELDS = (
+    "expression", "granularity", "value", "gradients", "output", "graph", "forward", "backward",
+    "warnings",
+)  # fmt: skip
+_NODE_KEYS = (
+    "id", "kind", "op", "label", "name", "value", "grad", "children", "local_grads", "exponent",
+    "derived", "expansion", "span",
+)  # fmt: skip
+NODE_FIELDS = tuple(f"nodes.{key}" for key in _NODE_KEYS)
+FIELDS = DOCUMENT_FIELDS + NODE_FIELDS
+_SLOT = "\x00"  # stands for a number in a rendered skeleton; never in a document's own text
+
+
+def select(fields: str | None) -> tuple[str, ...]:
+    """The parts a `fields` list names, in the document's order; all of it for None.
+
+    Raises ValueError naming the first unknown part."""
+    if fields is None:
+        return DOCUMENT_FIELDS
+    names = {name.strip() for name in fields.split(",")}
+    for name in names:
+        if name not in FIELDS:
+            raise ValueError(name)
+    return tuple(name for name in FIELDS if name in names)
+
+
+class _Skeleton:
+    """A document's bytes for one selection of fields, with a gap wherever a number goes.
+
+    The graph's shape, labels, expansions and warnings do not depend on the bindings, so they are
+    serialized once per compiled program; a request serializes only its numbers (one `orjson`
+    call on a flat list) and splices them into the gaps, giving the very bytes the whole
+    document would have serialized to."""
+
+    def __init__(self, expression: str, compiled: Compiled, selection: tuple[str, ...]) -> None:
+        self.expression = expression
+        self.compiled = compiled
+        self.selection = selection
+        templates = compiled.templates
+        slot = _SLOT
+        full: dict[str, Any] = {
+            "expression": expression,
+            "granularity": compiled.granularity,
+            "value": slot,
+            "gradients": dict.fromkeys(compiled.parsed.inputs, slot),
+            "output": compiled.parsed.output,
+            "graph": {
+                "root": compiled.root,
+                "nodes": [
+                    {
+                        **template,
+                        "value": slot,
+                        "grad": slot,
+                        "local_grads": [slot] * len(template["children"]),
+                    }
+                    for template in templates
+                ],
+            },
+            "forward": list(range(len(templates))),
+            "backward": [
+                {
+                    "node": i,
+                    "grad": slot,
+                    "sends": [
+                        {"to": c, "local_grad": slot, "contribution": slot, "grad_after": slot}
+                        for c in compiled.children[i]
+                    ],
+                }
+                for i in range(len(templates) - 1, -1, -1)
+            ],
+            "warnings": _warnings(compiled.parsed),
+        }
+        document = {key: full[key] for key in selection if key in full}
+        columns = [name.split(".", 1)[1] for name in selection if name.startswith("nodes.")]
+        if columns:
+            nodes = full["graph"]["nodes"]
+            document["nodes"] = {key: [node[key] for node in nodes] for key in columns}
+        marker = orjson.dumps(slot)
+        self.fragments: list[bytes] | None = orjson.dumps(document).split(marker)
+        edges = sum(map(len, compiled.children))
+        counts = {
+            "value": 1,
+            "gradients": len(compiled.parsed.inputs),
+            "graph": 2 * len(templates) + edges,
+            "backward": len(templates) + 3 * edges,
+            "nodes.value": len(templates),
+            "nodes.grad": len(templates),
+            "nodes.local_grads": edges,
+        }
+        expected = sum(counts.get(name, 0) for name in selection)
+        if len(self.fragments) != expected + 1:  # pragma: no cover - a NUL in the text itself
+            self.fragments = None
+
+    def render(self, evaluation: _Evaluation) -> bytes:
+        numbers: list[float] = []
+        for name in self.selection:
+            part = _NUMBERS_OF.get(name)
+            if part is not None:
+                part(evaluation, numbers)
+        fragments = self.fragments
+        if fragments is None:  # pragma: no cover - see __init__
+            whole = _document(self.expression, self.compiled, evaluation)
+            return orjson.dumps(_selected(whole, self.selection))
+        if not numbers:
+            return fragments[0]
+        pieces: list[bytes | None] = [None] * (2 * len(numbers) + 1)
+        pieces[::2] = fragments
+        pieces[1::2] = orjson.dumps(numbers)[1:-1].split(b",")
+        return b"".join(pieces)  # type: ignore[arg-type]
+
+
+def _selected(document: dict[str, Any], selection: tuple[str, ...]) -> dict[str, Any]:
+    """The parts of a whole document a selection names, as `_Skeleton` lays them out."""
+    selected = {key: document[key] for key in selection if key in document}
+    columns = [name.split(".", 1)[1] for name in selection if name.startswith("nodes.")]
+    if columns:
+        nodes = document["graph"]["nodes"]
+        selected["nodes"] = {key: [node[key] for node in nodes] for key in columns}
+    return selected
+
+
+class _Evaluation:
+    """One evaluation's numbers, node by node in forward order, and the inputs' gradients."""
+
+    def __init__(
+        self,
+        values: list[float],
+        grads: list[float],
+        locals_: list[tuple[float, ...]],
+        input_grads: list[float],
+        compiled: Compiled,
+    ) -> None:
+        self.root = compiled.root
+        self.children = compiled.children
+        self.values = values
+        self.grads = grads
+        self.locals = locals_
+        self.input_grads = input_grads
+
+
+def _evaluation(expression: str, compiled: Compiled, env: dict[str, Value]) -> _Evaluation:
+    """The numbers of an evaluation: from the program's tape, or where a number is not finite
+    (or the program has no tape), from the engine, which raises the error that says why."""
+    inputs = compiled.parsed.inputs
+    tape = compiled.tape
+    run = tape.run({name: env[name].data for name in inputs}) if tape is not None else None
+    if run is not None:
+        values, grads, locals_ = run
+        input_grads = [grads[i] if i is not None else 0.0 for i in compiled.input_nodes]
+    else:
+        try:
+            root, _ = compiled.build(env)
+        except DomainError as error:
+            raise error.at(expression) from None
+        order = root.backward()
+        values = [node.data for node in order]
+        grads = [node.grad for node in order]
+        locals_ = [node.local_grads for node in order]
+        input_grads = [env[name].grad for name in inputs]
+    evaluation = _Evaluation(values, grads, locals_, input_grads, compiled)
+    # Every local derivative and gradient is summed into some node's gradient, and an infinity
+    # survives a sum: a gradient overflowing on the way back leaves one of them non-finite.
+    if not all(map(math.isfinite, grads)):
+        overflow = _non_finite(_node_documents(compiled.templates, evaluation))
+        raise overflow.at(expression) from None
+    return evaluation
+
+
+def _value_numbers(evaluation: _Evaluation, out: list[float]) -> None:
+    out.append(evaluation.values[evaluation.root])
+
+
+def _gradient_numbers(evaluation: _Evaluation, out: list[float]) -> None:
+    out += evaluation.input_grads
+
+
+def _graph_numbers(evaluation: _Evaluation, out: list[float]) -> None:
+    append, extend = out.append, out.extend
+    for value, grad, local_grads in zip(
+        evaluation.values, evaluation.grads, evaluation.locals, strict=True
+    ):
+        append(value)
+        append(grad)
+        extend(local_grads)
+
+
+def _backward_numbers(evaluation: _Evaluation, out: list[float]) -> None:
+    # The schedule of `_schedule`: every send's local derivative, contribution and running sum.
+    children, grads, locals_ = evaluation.children, evaluation.grads, evaluation.locals
+    running = [0.0] * len(grads)
+    append, extend = out.append, out.extend
+    for i in range(len(grads) - 1, -1, -1):
+        grad = grads[i]
+        append(grad)
+        for child, local in zip(children[i], locals_[i], strict=True):
+            contribution = local * grad
+            after = running[child] = running[child] + contribution
+            extend((local, contribution, after))
+
+
+def _local_numbers(evaluation: _Evaluation, out: list[float]) -> None:
+    for local_grads in evaluation.locals:
+        out.extend(local_grads)
+
+
+_NUMBERS_OF: dict[str, Callable[[_Evaluation, list[float]], None]] = {
+    "value": _value_numbers,
+    "gradients": _gradient_numbers,
+    "graph": _graph_numbers,
+    "backward": _backward_numbers,
+    "nodes.value": lambda evaluation, out: out.extend(evaluation.values),
+    "nodes.grad": lambda evaluation, out: out.extend(evaluation.grads),
+    "nodes.local_grads": _local_numbers,
+}
+# Selections of fields a compiled program keeps rendered: the whole document's fragments take
+# about half a kilobyte per graph node, a slider's `value,gradients` a few bytes.
+_SKELETONS = 4
+
+
+@contextlib.contextmanager
+def _no_cycle_collection() -> Iterator[None]:
+    """Without the cycle collector: an evaluation allocates an object or more per graph node and
+    frees them by reference counting (a graph has no cycles), so a collection triggered on the
+    way would only traverse them, and all that is alive besides, for nothing."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 _default = Evaluator()

@@ -8,7 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from service.errors import AutogradError, BindingError, DomainError, ExpressionError, LimitExceeded
+from service.errors import (
+    AutogradError,
+    BindingError,
+    DomainError,
+    ExpressionError,
+    LimitExceeded,
+    RequestTooLarge,
+)
 
 TYPE_BASE = "https://autograd-service.dev/problems/"
 
@@ -46,6 +53,15 @@ KINDS: dict[str, tuple[int, str]] = {
     "complex-result": (422, "Complex result"),
     "overflow": (422, "Overflow"),
     "non-finite": (422, "Non-finite gradient"),
+    # A sweep or a drawing larger than configured (core: SIZE_KINDS).
+    "too-many-points": (422, "Too many sweep points"),
+    "grid-too-large": (422, "Sweep grid too large"),
+    "sweep-too-large": (422, "Sweep too large"),
+    "graph-too-large-to-draw": (422, "Graph too large to draw"),
+    # Pictures: Graphviz missing or too slow (core: PICTURE_KINDS), plots over their rate.
+    "graphviz-unavailable": (501, "Graphviz not installed"),
+    "drawing-too-slow": (503, "Drawing took too long"),
+    "too-many-pictures": (429, "Too many pictures"),
     # The request itself, before the core sees it.
     "malformed-json": (400, "Malformed JSON"),
     "bad-request": (400, "Bad request"),
@@ -125,7 +141,7 @@ def core_problem(error: AutogradError) -> dict[str, Any]:
         line, column = getattr(error, "line", None), getattr(error, "column", None)
         if line is not None:
             extensions["position"].update(line=line, column=column)
-    if isinstance(error, LimitExceeded):
+    if isinstance(error, LimitExceeded | RequestTooLarge):
         extensions.update(limit=error.limit, maximum=error.maximum)
     if isinstance(error, BindingError):
         extensions["variables"] = list(error.variables)

@@ -33,6 +33,10 @@ class Limits:
     )
     max_bindings: int = limit(10_000, _("Entries in one request's bindings."))
     max_statements: int = limit(1_000, _("Statements of one program."))
+    max_sweep_points: int = limit(10_000, _("Points of one sweep: a line, or explicit points."))
+    max_sweep_grid: int = limit(200, _("Points along each side of a sweep's grid."))
+    max_sweep_cells: int = limit(10_000_000, _("Graph nodes times points of one sweep."))
+    max_drawn_nodes: int = limit(2_000, _("Graph nodes Graphviz lays out for one SVG drawing."))
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -254,3 +254,32 @@ API_CHECKS = [
 )
 def test_api_conforms_to_its_spec(case: schemathesis.Case) -> None:
     case.call_and_validate(checks=API_CHECKS, base_url=LIVE_URL)
+
+
+# -- sweeps -------------------------------------------------------------------------------------
+
+EDGES = [0.0, -0.0, 1e-320, -1.5, 1e308, -1e308, 710.0, 0.5]
+
+
+@fuzz_settings
+@given(expressions(), st.sampled_from(EDGES), st.sampled_from(EDGES), st.integers(1, 30))
+def test_sweeps_over_extremes(text: str, start: float, stop: float, count: int) -> None:
+    """A sweep over extreme ranges answers every point or names its domain error; only typed
+    refusals of the whole request come out."""
+    from service.sweep import Axis, sweep
+
+    note(f"text: {text!r}, from {start!r} to {stop!r} over {count}")
+    try:
+        parsed = parse(text)
+        if not parsed.variables:
+            return
+        first, *others = parsed.variables
+        bindings = dict.fromkeys(others, 0.5)
+        document = sweep(Evaluator(cache_size=0), text, bindings, [Axis(first, start, stop, count)])
+    except AutogradError as error:
+        check_refusal(error)
+    else:
+        failed = {e["index"] for e in document["errors"]}
+        assert all(e["kind"] in DOMAIN_KINDS for e in document["errors"])
+        for i, value in enumerate(document["value"].tolist()):
+            assert math.isfinite(value) != (i in failed)

@@ -14,7 +14,15 @@ from flask.testing import FlaskClient
 
 from service.api import costs
 from service.api.logs import JsonFormatter
-from service.errors import BINDING_KINDS, DOMAIN_KINDS, EXPRESSION_KINDS, LIMIT_KINDS
+from service.app import create_app
+from service.errors import (
+    BINDING_KINDS,
+    DOMAIN_KINDS,
+    EXPRESSION_KINDS,
+    LIMIT_KINDS,
+    PICTURE_KINDS,
+    SIZE_KINDS,
+)
 from service.kinds import HTTP_KINDS, KINDS, slug, type_uri
 
 TESTED: set[str] = set()  # every kind a test below shows, to check none is left out
@@ -266,7 +274,9 @@ def test_an_unexpected_error_in_the_core_is_an_internal_error(
     def crash(*args: Any) -> None:
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr(app.extensions["autograd"], "evaluate", crash)
+    # The view renders the evaluation's bytes directly; `evaluate` is the dictionary route.
+    for route in ("evaluate", "render"):
+        monkeypatch.setattr(app.extensions["autograd"], route, crash)
     body = problem(
         client.post("/v1/gradients", json={"expression": "a", "bindings": {"a": 1}}),
         "internal-error",
@@ -299,8 +309,75 @@ def test_response_too_large() -> None:
     assert (body["limit"], body["maximum"]) == ("max_response_bytes", 100)
 
 
+# -- sweeps and pictures ------------------------------------------------------------------------
+
+SWEEP_LIMITS = {"MAX_SWEEP_POINTS": 10, "MAX_SWEEP_GRID": 4, "MAX_SWEEP_CELLS": 30,
+                "MAX_DRAWN_NODES": 3, "PICTURE_BURST": 1, "PICTURE_RATE": 0.001}  # fmt: skip
+
+
+def _line(points: int, expression: str = "x") -> dict[str, Any]:
+    return {"expression": expression, "vary": [{"name": "x", "from": 0, "to": 1, "points": points}]}
+
+
+@pytest.fixture
+def small() -> FlaskClient:
+    return create_app({"TESTING": True, **SWEEP_LIMITS}).test_client()
+
+
+def test_sweep_limits_have_their_own_problems(small: FlaskClient) -> None:
+    body = problem(small.post("/v1/sweep", json=_line(11)), "too-many-points")
+    assert (body["limit"], body["maximum"]) == ("max_sweep_points", 10)
+    points = {"expression": "x", "points": [{"x": 1}] * 11}
+    problem(small.post("/v1/sweep", json=points), "too-many-points")
+    sides = [{"name": "x", "from": 0, "to": 1, "points": 5}, {"name": "y", "from": 0, "to": 1,
+                                                               "points": 2}]  # fmt: skip
+    grid = {"expression": "x * y", "vary": sides}
+    body = problem(small.post("/v1/sweep", json=grid), "grid-too-large")
+    assert body["maximum"] == 4
+    body = problem(small.post("/v1/sweep", json=_line(10, "tanh(exp(x)) * 2")), "sweep-too-large")
+    assert body["limit"] == "max_sweep_cells"
+
+
+def test_pictures_have_their_own_rate(small: FlaskClient) -> None:
+    svg = {"Accept": "image/svg+xml"}
+    assert small.post("/v1/sweep", json=_line(5), headers=svg).status_code == 200
+    response = small.post("/v1/sweep", json=_line(5), headers=svg)
+    problem(response, "too-many-pictures")
+    assert int(response.headers["Retry-After"]) >= 1
+    # JSON and text drawings are not pictures: they are still answered.
+    assert small.post("/v1/sweep", json=_line(5)).status_code == 200
+    lesson = {"expression": "a * b", "bindings": {"a": 1, "b": 2}, "format": "dot"}
+    assert small.post("/v1/gradients", json=lesson).status_code == 200
+
+
+def test_a_graph_too_large_to_draw(small: FlaskClient) -> None:
+    body = {"expression": "a * b + c", "format": "svg"}
+    problem(small.post("/v1/graph", json=body), "graph-too-large-to-draw")
+
+
+def test_without_graphviz_svg_is_a_501(
+    client: FlaskClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("shutil.which", lambda name, *args, **kwargs: None)
+    body = {"expression": "a * b", "format": "svg"}
+    detail = problem(client.post("/v1/graph", json=body), "graphviz-unavailable")["detail"]
+    assert "apt-get install graphviz" in detail
+    body["format"] = "dot"
+    assert client.post("/v1/graph", json=body).status_code == 200
+
+
+def test_a_drawing_that_takes_too_long(
+    client: FlaskClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("service.pictures._DRAWING_SECONDS", 1e-4)
+    monkeypatch.setattr("shutil.which", lambda name, *args, **kwargs: "/bin/sleep")
+    monkeypatch.setattr("graphviz.Source.pipe", lambda self, **kwargs: __import__("time").sleep(1))
+    problem(client.post("/v1/graph", json={"expression": "a", "format": "svg"}), "drawing-too-slow")
+
+
 def test_the_table_has_every_kind_of_the_core_and_every_http_kind() -> None:
-    core = {slug(kind) for kind in (*EXPRESSION_KINDS, *LIMIT_KINDS, *BINDING_KINDS, *DOMAIN_KINDS)}
+    core = {slug(kind) for kind in (*EXPRESSION_KINDS, *LIMIT_KINDS, *BINDING_KINDS, *DOMAIN_KINDS,
+                                    *SIZE_KINDS, *PICTURE_KINDS)}  # fmt: skip
     assert core <= KINDS.keys()
     assert set(HTTP_KINDS.values()) <= KINDS.keys()
     assert all(KINDS[kind][0] == status for status, kind in HTTP_KINDS.items())

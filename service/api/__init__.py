@@ -23,7 +23,7 @@ def json_response(document: Any, status: int = 200, mimetype: str = "application
     """A response with `document` serialized by orjson, many times faster than dumping through a
     schema; orjson also writes NaN and infinities as null, so every body is valid JSON."""
     try:
-        body = orjson.dumps(document)
+        body = orjson.dumps(document, option=orjson.OPT_SERIALIZE_NUMPY)  # sweeps are arrays
     except orjson.JSONEncodeError:
         # orjson refuses lone surrogates, which a client can send as `"\ud800"` in a binding's
         # name and get back in a problem; the standard library escapes them.

@@ -100,6 +100,12 @@ SETTINGS: dict[str, Setting] = {
             16 * 1024 * 1024,
             _("Bytes of response body; a larger response is refused as response-too-large."),
         ),
+        Setting(
+            "PICTURE_RATE",
+            2.0,
+            _("Plots and SVG drawings each worker renders per second, sustained (429 beyond)."),
+        ),
+        Setting("PICTURE_BURST", 10, _("Plots and SVG drawings a worker renders in a burst.")),
     )
 }
 DEFAULTS: dict[str, Any] = {name: setting.default for name, setting in SETTINGS.items()}

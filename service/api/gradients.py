@@ -6,11 +6,16 @@ from typing import Any
 
 from flask import Response
 
-from service.api import evaluator, json_response
+from service.api import evaluator
 from service.api.examples import GRADIENTS_REQUEST, gradients_examples, request_examples
+from service.api.pictures import DRAWING_CONTENT, document_or_drawing
 from service.api.problems import documents_problems
 from service.api.request import RESPONSE_HEADERS, Blueprint
-from service.api.schemas import EvaluationSchema, GradientsRequestSchema
+from service.api.schemas import (
+    EvaluationSchema,
+    GradientsRequestSchema,
+    SelectedEvaluationSchema,
+)
 
 blp = Blueprint(
     "gradients",
@@ -23,8 +28,15 @@ blp = Blueprint(
 @blp.route("/gradients", methods=["POST"])
 # Schema instances, not classes: webargs would build a new schema for every request.
 @blp.arguments(GradientsRequestSchema(), examples=request_examples(GRADIENTS_REQUEST))
-@blp.response(200, EvaluationSchema, examples=gradients_examples(), headers=RESPONSE_HEADERS)
-@documents_problems(blp, 400, 413, 415, 503)
+# The whole evaluation, or the parts `fields` asks for.
+@blp.response(
+    200,
+    {"anyOf": [EvaluationSchema, SelectedEvaluationSchema]},
+    examples=gradients_examples(),
+    headers=RESPONSE_HEADERS,
+)
+@blp.doc(responses={200: {"content": DRAWING_CONTENT}})
+@documents_problems(blp, 400, 413, 415, 429, 501, 503)
 def gradients(body: dict[str, Any]) -> Response:
     """Evaluate an expression and backpropagate through it
 
@@ -34,10 +46,9 @@ def gradients(body: dict[str, Any]) -> Response:
     which child, and the child's gradient after each addition. With `(a + b) * c` at a=2, b=-3,
     c=10 the value is -10 and the gradients are a=10, b=10, c=-1. An expression the language
     does not accept, bindings that do not fit it, or a value that is not a finite real number is
-    a 422 problem saying where.
+    a 422 problem saying where. With `fields`, only the parts named are returned.
     """
-    return json_response(
-        evaluator().evaluate(
-            body["expression"], body["bindings"], body["granularity"], body["output"]
-        )
-    )
+    source = (body["expression"], body["bindings"], body["granularity"], body["output"])
+    if body["format"] == "json":  # the bytes straight from the evaluator, as sent most often
+        return Response(evaluator().render(*source, body["selection"]), mimetype="application/json")
+    return document_or_drawing(evaluator().evaluate(*source), body["format"])

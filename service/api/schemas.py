@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import copy
+import math
+import re
 from typing import Any
 
 from apispec.ext.marshmallow.field_converter import FieldConverterMixin
-from marshmallow import Schema, fields, validate
+from marshmallow import Schema, ValidationError, fields, validate, validates_schema
 
 from service.api.config import SETTINGS
-from service.evaluator import DEFAULT_GRANULARITY, GRANULARITIES
+from service.evaluator import DEFAULT_GRANULARITY, FIELDS, GRANULARITIES
 from service.kinds import KINDS, type_uri
 from service.limits import DEFAULT_LIMITS, Limits
 
@@ -84,6 +87,19 @@ def _expression() -> fields.String:
     )
 
 
+def _drawing_format() -> fields.String:
+    return fields.String(
+        load_default="json",
+        validate=validate.OneOf(("json", "dot", "mermaid", "svg")),
+        metadata={
+            "description": "`json`: the document below. The graph drawn in the style of "
+            "micrograd's draw_dot, each value a record `name | data | grad` and each operation "
+            "its own node: `dot` (Graphviz text), `mermaid` (for Markdown pages) or `svg` "
+            "(rendered by Graphviz; a 501 problem where the server has no Graphviz)."
+        },
+    )
+
+
 def _output() -> fields.String:
     return fields.String(
         load_default=None,
@@ -92,6 +108,31 @@ def _output() -> fields.String:
         metadata={
             "description": "For a program: the name whose value is the output. By default, "
             "the name `name.backward()` is called on, else the last statement."
+        },
+    )
+
+
+_FIELD_NAME = "|".join(re.escape(name) for name in FIELDS)
+FIELDS_PATTERN = rf"^ *({_FIELD_NAME}) *(, *({_FIELD_NAME}) *)*$"
+
+
+def _fields() -> fields.String:
+    return fields.String(
+        data_key="fields",
+        load_default=None,
+        allow_none=True,
+        validate=validate.Regexp(
+            FIELDS_PATTERN,
+            error="a comma-separated list of parts of the response, each one of "
+            + ", ".join(FIELDS),
+        ),
+        metadata={
+            "description": "Only these parts of the response, for a client that already holds "
+            "the graph's shape (from POST /v1/graph), e.g. `value,gradients` for a slider. A "
+            "top-level name keeps that key; `nodes.value`, `nodes.grad` and the like add "
+            "`nodes`, an object of columns: each a list with that key of every node, in node "
+            "order. Keys keep the response's own order whatever the order asked. Left out or "
+            "null: the whole response. For `format` json only: a drawing is always whole."
         },
     )
 
@@ -108,13 +149,88 @@ class GradientsRequestSchema(Schema):
         },
     )
     granularity = _granularity()
+    format = _drawing_format()
     output = _output()
+    # `fields` in the body; not the attribute's name, which is marshmallow's own
+    selection = _fields()
 
 
 class GraphRequestSchema(Schema):
     expression = _expression()
     granularity = _granularity()
     output = _output()
+    format = _drawing_format()
+
+
+class FiniteNumber(fields.Float):
+    """A JSON number that is a finite double; never a string, a boolean or null."""
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            shown = getattr(value, "text", None) or type(value).__name__  # NaN, 1e400: their text
+            raise ValidationError(f"must be a finite number, not {shown}")
+        try:
+            number = float(value)
+        except OverflowError:
+            number = math.inf
+        if not math.isfinite(number):
+            raise ValidationError("must be a finite number")
+        return number
+
+
+class WholeNumber(fields.Integer):
+    """A JSON integer, written as one (`5`) or as a float with no fraction (`5.0`), as JSON Schema
+    reads `integer`; never a string or a boolean."""
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> int:
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValidationError("must be a whole number")
+        return value
+
+
+class AxisSchema(Schema):
+    name = fields.String(required=True, metadata={"description": "The variable to vary."})
+    start = FiniteNumber(
+        required=True, data_key="from", metadata={"description": "Its first value."}
+    )
+    stop = FiniteNumber(required=True, data_key="to", metadata={"description": "Its last value."})
+    points = WholeNumber(
+        required=True,
+        validate=validate.Range(min=1),
+        metadata={"description": "How many evenly spaced values, both ends included."},
+    )
+
+
+class SweepRequestSchema(Schema):
+    expression = _expression()
+    bindings = Bindings(
+        load_default=dict,
+        metadata={
+            "description": "A finite number for every variable that is not varied. A binding of a "
+            "varied variable is marked on a plot."
+        },
+    )
+    output = _output()
+    vary = fields.List(
+        fields.Nested(AxisSchema),
+        validate=validate.Length(min=1, max=2),
+        metadata={
+            "description": "One variable (a line) or two (a grid, whose rows follow the first)."
+        },
+    )
+    points = fields.List(
+        Bindings(),
+        validate=validate.Length(min=1),
+        metadata={"description": "Explicit binding sets instead of `vary`, merged over bindings."},
+    )
+
+    @validates_schema
+    def one_way(self, data: dict[str, Any], **kwargs: Any) -> None:
+        # The spec says it too, with `oneOf` (see `service.api.sweep.document`).
+        if ("vary" in data) == ("points" in data):
+            raise ValidationError("give either vary or points", "_schema")
 
 
 def _span() -> Any:
@@ -249,6 +365,36 @@ class EvaluationSchema(Schema):
     warnings = _warnings()
 
 
+def _optional(field: fields.Field[Any]) -> Any:
+    optional = copy.copy(field)
+    optional.required = False
+    return optional
+
+
+# The node columns of a selection: for each node key asked for, that key of every node, in order.
+NodeColumnsSchema = Schema.from_dict(
+    {
+        name: fields.List(
+            _optional(field),
+            metadata={"description": f"Every node's `{name}`: {field.metadata['description']}"},
+        )
+        for name, field in NodeSchema().fields.items()
+    },
+    name="NodeColumnsSchema",
+)
+# The response to a request with `fields`: the keys of an evaluation asked for, and `nodes`.
+SelectedEvaluationSchema = Schema.from_dict(
+    {
+        **{name: _optional(field) for name, field in EvaluationSchema().fields.items()},
+        "nodes": fields.Nested(
+            NodeColumnsSchema,
+            metadata={"description": "The node columns asked for (`nodes.value` and the like)."},
+        ),
+    },
+    name="SelectedEvaluationSchema",
+)
+
+
 class StructureSchema(Schema):
     expression = _out(fields.String, "The expression, as sent.")
     granularity = _out(
@@ -366,4 +512,57 @@ class ProblemSchema(Schema):
         fields.List,
         "Validation and invalid-binding problems: each part of the body at fault.",
         fields.Nested(PointerSchema),
+    )
+
+
+# A line or points: numbers, null where a point failed; a grid: rows of them.
+SWEEP_ARRAY = {
+    "type": "array",
+    "items": {"type": ["number", "null", "array"], "items": {"type": ["number", "null"]}},
+}
+
+
+def _sweep_array(description: str) -> fields.Raw:
+    """Numbers in a sweep's shape: a list, or a list of rows; null at a failed point."""
+    return fields.Raw(
+        required=True,
+        metadata={"description": description, **SWEEP_ARRAY},
+    )
+
+
+class SweepErrorSchema(Schema):
+    index = _out(fields.Raw, "The failed point: its index, or `[i, j]` in a grid.")
+    kind = _out(
+        fields.String, "The reason, as the core's domain error kind.", validate=validate.OneOf(
+            ("log_domain", "division_by_zero", "complex_result", "overflow", "non_finite")
+        )
+    )  # fmt: skip
+    message = _out(fields.String, "Why, in a sentence for a student.")
+    node = _out(fields.Integer, "The primitive graph node where it failed.")
+    position = _out(fields.Nested, "Where in the expression.", PositionSchema)
+
+
+class SweepSchema(Schema):
+    expression = _out(fields.String, "The expression, as sent.")
+    axes = _out(
+        fields.Dict,
+        "The values of each varied variable (for `points`: of each variable they set).",
+        keys=fields.String(),
+        values=fields.List(fields.Float()),
+    )
+    value = _sweep_array(
+        "The value at every point: a list, or for a grid a list of rows where `value[i][j]` is "
+        "at the i-th value of the first varied name and the j-th of the second; null where the "
+        "point failed."
+    )
+    gradients = _out(
+        fields.Dict,
+        "For every variable, its gradient in the same shape as `value`.",
+        keys=fields.String(),
+        values=fields.Raw(metadata=SWEEP_ARRAY),
+    )
+    errors = _out(
+        fields.List,
+        "One entry per point outside the domain, in point order.",
+        fields.Nested(SweepErrorSchema),
     )

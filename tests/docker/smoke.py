@@ -117,6 +117,21 @@ def check_bad_expression(base_url: str) -> None:
     expect(problem.get("status", 422) == 422, f"problem status {problem.get('status')!r}")
 
 
+def check_sweep_plot(base_url: str) -> None:
+    # matplotlib and its font cache are in the image: the GET form an <img> uses draws a plot.
+    reply = fetch(base_url, "/v1/sweep?expression=x*tanh(x)&vary=x:-3:3:50&bind=x:1")
+    expect_status(reply, 200, "image/svg+xml")
+    expect(b"<svg" in reply.body, "the plot is not an SVG document")
+
+
+def check_graph_svg(base_url: str) -> None:
+    # Graphviz is in the image: without it this is a 501 problem.
+    payload = {"expression": "(a + b) * c", "bindings": {"a": 2, "b": -3, "c": 10}, "format": "svg"}
+    reply = fetch(base_url, "/v1/gradients", payload)
+    expect_status(reply, 200, "image/svg+xml")
+    expect(b"data 2.0000" in reply.body, "the drawing has no record for a")
+
+
 def check_openapi_json(base_url: str) -> None:
     reply = fetch(base_url, "/openapi.json")
     expect_status(reply, 200, "application/json")
@@ -156,6 +171,8 @@ CHECKS: dict[str, Callable[[str], None]] = {
     "GET /healthz answers ok": check_health,
     "POST /v1/gradients: (a + b) * c": check_lesson_example,
     "POST /v1/gradients: `2a` is a 422 problem": check_bad_expression,
+    "GET /v1/sweep draws a plot (matplotlib in the image)": check_sweep_plot,
+    "POST /v1/gradients format svg (Graphviz in the image)": check_graph_svg,
     "GET /openapi.json is the spec": check_openapi_json,
     "GET /openapi.yaml is the spec": check_openapi_yaml,
     "GET /docs is Swagger UI": check_docs,

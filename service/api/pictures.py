@@ -1,0 +1,109 @@
+"""Pictures over HTTP: a document answered as JSON or drawn, and the per-worker picture rate."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from flask import Flask, Response, current_app
+
+from service import pictures
+from service.api import evaluator, json_response
+from service.api.config import _positive
+from service.api.problems import problem_response
+from service.i18n import _
+from service.kinds import problem_body
+
+EXTENSION = "autograd.pictures"  # the app's `extensions` key for its picture `TokenBucket`
+GRAPH_FORMATS = ("json", *pictures.GRAPH_FORMATS)  # what `format` may ask /v1/graph and gradients
+
+
+class TokenBucket:
+    """At most `burst` pictures at once, refilled at `rate` per second: a worker's own limit, so
+    plots (tens of milliseconds of CPU each) cannot crowd out the JSON requests it serves."""
+
+    def __init__(self, rate: float, burst: int) -> None:
+        self.rate = rate
+        self.burst = burst
+        self.tokens = float(burst)
+        self.updated = time.monotonic()
+        self.lock = threading.Lock()
+
+    def take(self) -> float:
+        """0 when a picture may be rendered now (and counts it), else the seconds to wait."""
+        with self.lock:
+            now = time.monotonic()
+            self.tokens = min(self.burst, self.tokens + (now - self.updated) * self.rate)
+            self.updated = now
+            if self.tokens >= 1:
+                self.tokens -= 1
+                return 0.0
+            return (1 - self.tokens) / self.rate
+
+
+def init_app(app: Flask) -> None:
+    """The app's picture rate; the fonts are loaded here, so a preloading gunicorn master
+    has matplotlib ready before it forks its workers."""
+    app.extensions[EXTENSION] = TokenBucket(
+        _positive(app.config, "PICTURE_RATE", float, minimum=1e-6),
+        _positive(app.config, "PICTURE_BURST", int),
+    )
+    pictures.warm_up()
+
+
+def over_rate() -> Response | None:
+    """A 429 problem when this worker has rendered its share of pictures, else None."""
+    bucket = current_app.extensions[EXTENSION]
+    wait = bucket.take()
+    if not wait:
+        return None
+    rate = bucket.rate
+    detail = _(
+        "this server renders at most {rate} pictures per second per worker; try again in "
+        "{seconds} s",
+        rate=f"{rate:g}",
+        seconds=f"{wait:.1f}",
+    )
+    seconds = str(max(1, round(wait + 0.5)))
+    return problem_response(problem_body("too-many-pictures", detail), {"Retry-After": seconds})
+
+
+def document_or_drawing(document: dict[str, Any], kind: str) -> Response:
+    """The document as JSON, or its graph drawn as `dot`, `mermaid` or `svg`."""
+    if kind == "json":
+        return json_response(document)
+    if kind == "svg" and (refused := over_rate()) is not None:
+        return refused
+    body = pictures.draw(document, kind, evaluator().limits.max_drawn_nodes)
+    return Response(body, mimetype=pictures.GRAPH_FORMATS[kind])
+
+
+def plot_response(
+    sweep: dict[str, Any],
+    bindings: Mapping[str, float],
+    marked: Mapping[str, Any] | None,
+    image: str,
+    explicit: bool,
+) -> Response:
+    """The sweep plotted as SVG or PNG, within the picture rate."""
+    if (refused := over_rate()) is not None:
+        return refused
+    body = pictures.plot(sweep, bindings, marked, image, explicit)
+    return Response(body, mimetype=pictures.PLOT_FORMATS[image])
+
+
+# What each drawn format is, for the spec's 200 responses.
+DRAWING_CONTENT = {
+    "text/vnd.graphviz": {
+        "schema": {"type": "string"},
+        "example": 'digraph {\n\trankdir=LR\n\tn0 [label="{ a | data 2.0000 | grad 10.0000 }" ...',
+    },
+    "text/vnd.mermaid": {"schema": {"type": "string"}},
+    "image/svg+xml": {"schema": {"type": "string"}},
+}
+PLOT_CONTENT = {
+    "image/svg+xml": {"schema": {"type": "string"}},
+    "image/png": {"schema": {"type": "string", "format": "binary"}},
+}

@@ -1,0 +1,186 @@
+"""POST /v1/sweep: value and gradients over a line, a grid or explicit points, as JSON or a plot;
+GET /v1/sweep: the same plot from a URL, for `<img src>`."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import orjson
+from apispec import APISpec
+from flask import Response, request
+from marshmallow import Schema, ValidationError, fields, post_load, validate
+
+from service import sweep as sweeps
+from service.api import evaluator, json_response
+from service.api.pictures import PLOT_CONTENT, plot_response
+from service.api.problems import documents_problems
+from service.api.request import RESPONSE_HEADERS, Blueprint
+from service.api.schemas import SweepRequestSchema, SweepSchema
+from service.evaluator import Evaluator
+
+blp = Blueprint(
+    "sweep",
+    __name__,
+    url_prefix="/v1",
+    description="An expression over many points at once: sliders, plots and surfaces.",
+)
+
+LINE_BINDINGS = {"x1": 2, "x2": 0, "w1": -3, "w2": 1, "b": 6.8813735870195432}
+LINE_REQUEST: dict[str, Any] = {
+    "expression": "tanh(x1*w1 + x2*w2 + b)",
+    "bindings": LINE_BINDINGS,
+    "vary": [{"name": "x1", "from": -1, "to": 3, "points": 5}],
+}
+ACCEPTED = ("application/json", "image/svg+xml", "image/png")
+IMAGES = {"image/svg+xml": "svg", "image/png": "png"}
+
+
+def _example() -> dict[str, Any]:
+    """The line request's answer, computed by the core when the spec is built."""
+    document = sweeps.sweep(
+        Evaluator(), str(LINE_REQUEST["expression"]), LINE_BINDINGS, [sweeps.Axis("x1", -1, 3, 5)]
+    )
+    answer: dict[str, Any] = orjson.loads(sweeps.to_json(document))
+    return answer
+
+
+LINE_DOCUMENT = _example()
+
+
+def document(spec: APISpec) -> None:
+    """What the request schema's fields cannot say in the spec: `vary` or `points`, not both."""
+    spec.components.schemas["SweepRequest"]["oneOf"] = [
+        {"required": ["vary"]},
+        {"required": ["points"]},
+    ]
+
+
+def run(body: dict[str, Any]) -> dict[str, Any]:
+    """The core's sweep for a validated request, under this app's limits."""
+    vary = [sweeps.Axis(**axis) for axis in body["vary"]] if "vary" in body else None
+    return sweeps.sweep(
+        evaluator(), body["expression"], body["bindings"], vary, body.get("points"), body["output"]
+    )
+
+
+def respond(document: dict[str, Any], body: dict[str, Any], image: str | None) -> Response:
+    """JSON, or the plot in `image` format with the request's own bindings marked."""
+    if image is None:
+        return json_response(document)
+    marked = sweeps.at_bindings(evaluator(), body["expression"], body["bindings"], body["output"])
+    return plot_response(document, body["bindings"], marked, image, "points" in body)
+
+
+@blp.route("/sweep", methods=["POST"])
+@blp.arguments(SweepRequestSchema(), example=LINE_REQUEST)
+@blp.response(200, SweepSchema, example=LINE_DOCUMENT, headers=RESPONSE_HEADERS)
+@blp.doc(responses={200: {"content": PLOT_CONTENT}})
+@documents_problems(blp, 400, 413, 415, 429)
+def sweep(body: dict[str, Any]) -> Response:
+    """Evaluate an expression over a line, a grid or explicit points
+
+    `vary` with one entry is a line; with two, a grid whose rows follow the first name, so
+    `value[i][j]` is at the i-th value of the first and the j-th of the second. `points` gives
+    explicit binding sets, each merged over `bindings`. Every point gets exactly the value and
+    gradients the scalar engine would; a point outside the domain is null in every array, with its
+    reason in `errors`, and the sweep still succeeds. Points, grid sides and graph nodes x points
+    are limited (see the problem types). With `Accept: image/svg+xml` or `image/png` the answer is
+    a plot: f and its derivative along a line, contours of f with gradient arrows over a grid,
+    the request's own bindings marked; plots have their own rate per worker (429 past it).
+    """
+    image = IMAGES.get(request.accept_mimetypes.best_match(ACCEPTED, "application/json"))
+    return respond(run(body), body, image)
+
+
+# The GET form's parameters, as the spec states them and as they are read: nothing else parses.
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+# At most 20 digits and a two-digit exponent: every number the pattern allows is a finite double.
+_NUMBER = r"[-+]?(?:[0-9]{1,20}(?:\.[0-9]{0,20})?|\.[0-9]{1,20})(?:[eE][-+]?[0-9]{1,2})?"
+AXIS_PATTERN = f"^({_NAME}):({_NUMBER}):({_NUMBER}):([1-9][0-9]{{0,17}})$"
+BINDING_PATTERN = f"^({_NAME}):({_NUMBER})$"
+
+
+class _Text(fields.Field):  # type: ignore[type-arg]
+    """A query parameter in a fixed form, read by `pattern`'s groups."""
+
+    def __init__(self, pattern: str, example: str, **kwargs: Any) -> None:
+        metadata = {"type": "string", "pattern": pattern, "example": example}
+        super().__init__(metadata={**metadata, **kwargs.pop("metadata", {})}, **kwargs)
+        self.regex = re.compile(pattern)
+        self.example = example
+
+    def _deserialize(self, value: Any, attr: Any, data: Any, **kwargs: Any) -> Any:
+        match = self.regex.match(value) if isinstance(value, str) else None
+        if match is None:
+            raise ValidationError(f"expected the form {self.example}, not {value!r}")
+        return self.read(*match.groups())
+
+    def read(self, *groups: str) -> Any:
+        raise NotImplementedError
+
+
+class _AxisText(_Text):
+    """`name:from:to:points`, as a URL can carry it: `x:-3:3:200`."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(AXIS_PATTERN, "x:-3:3:200", **kwargs)
+
+    def read(self, *groups: str) -> dict[str, Any]:
+        name, start, stop, points = groups
+        return {"name": name, "from": float(start), "to": float(stop), "points": int(points)}
+
+
+class _BindingText(_Text):
+    """`name:number`, as a URL can carry it: `a:2`."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(BINDING_PATTERN, "a:2", **kwargs)
+
+    def read(self, *groups: str) -> tuple[str, float]:
+        return groups[0], float(groups[1])
+
+
+class PlotQuerySchema(Schema):
+    expression = fields.String(required=True, metadata={"description": "The expression."})
+    vary = fields.List(
+        _AxisText(),
+        required=True,
+        validate=validate.Length(min=1, max=2),
+        metadata={"description": "`name:from:to:points`, once for a line, twice for a grid."},
+    )
+    bind = fields.List(
+        _BindingText(),
+        load_default=list,
+        metadata={"description": "`name:number` for each variable that is not varied."},
+    )
+    format = fields.String(
+        load_default="svg", validate=validate.OneOf(("svg", "png", "json")),
+        metadata={"description": "The plot's image format, or `json` for the sweep itself."},
+    )  # fmt: skip
+
+    @post_load
+    def as_body(self, query: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        """The POST body the query stands for, validated by the same schema."""
+        bindings = dict(query["bind"])
+        body = {"expression": query["expression"], "bindings": bindings, "vary": query["vary"]}
+        return {**_SWEEP_REQUEST.load(body), "format": query["format"]}
+
+
+_SWEEP_REQUEST = SweepRequestSchema()
+
+
+@blp.route("/sweep", methods=["GET"])
+@blp.arguments(PlotQuerySchema(), location="query")
+@blp.response(200, SweepSchema, example=LINE_DOCUMENT, headers=RESPONSE_HEADERS)
+@blp.doc(responses={200: {"content": PLOT_CONTENT}})
+@documents_problems(blp, 400, 429)
+def plot(body: dict[str, Any]) -> Response:
+    """Plot a sweep from a URL, for `<img src>`
+
+    The same sweep as POST /v1/sweep with `vary`, as query parameters:
+    `/v1/sweep?expression=x*tanh(x)&vary=x:-3:3:200&format=svg`; a grid repeats `vary`, and
+    `bind=a:2` binds a variable that is not varied (repeat it for more). A binding of a varied
+    variable is marked on the plot. `format=json` answers with the sweep's JSON document instead.
+    """
+    return respond(run(body), body, None if body["format"] == "json" else body["format"])

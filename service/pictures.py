@@ -1,0 +1,291 @@
+"""Pictures: plots of a sweep (matplotlib, Agg) and drawings of a graph (Graphviz, Mermaid).
+
+A drawing follows micrograd's `draw_dot`: every value is a record `name | data | grad`, and every
+operation is its own small node between its operands and its result. Nothing here knows about
+HTTP; a missing Graphviz is a typed refusal the web layer answers with a 501 problem.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Mapping, MutableMapping
+from pathlib import Path
+from typing import Any
+
+import graphviz  # type: ignore[import-untyped]
+import numpy as np
+
+
+def writable_config(
+    environ: MutableMapping[str, str], access: Callable[[str, int], bool] = os.access
+) -> None:
+    """Point matplotlib at a writable copy of its prebuilt font cache when it has to.
+
+    The image builds the cache into MPLCONFIGDIR, but matplotlib ignores a directory it cannot
+    write to and rebuilds the cache (about 2 s) in a fresh temporary one; a container run with a
+    read-only filesystem can write only to /tmp. There, the prebuilt cache is copied first.
+    """
+    prebuilt = environ.get("MPLCONFIGDIR")
+    if not prebuilt or not os.path.isdir(prebuilt) or access(prebuilt, os.W_OK):
+        return
+    copy = Path(tempfile.gettempdir(), "autograd-matplotlib")
+    shutil.copytree(prebuilt, copy, dirs_exist_ok=True)
+    environ["MPLCONFIGDIR"] = str(copy)
+
+
+writable_config(os.environ)  # before matplotlib reads its configuration directory
+
+import matplotlib  # noqa: E402  (after its configuration directory is settled)
+
+matplotlib.use("Agg")  # no display: render to files only; set before anything draws
+
+from matplotlib import font_manager  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from service.budget import time_budget  # noqa: E402
+from service.errors import AutogradError, RequestTooLarge  # noqa: E402
+from service.i18n import _  # noqa: E402
+
+PLOT_FORMATS = {"svg": "image/svg+xml", "png": "image/png"}
+GRAPH_FORMATS = {
+    "dot": "text/vnd.graphviz",
+    "mermaid": "text/vnd.mermaid",
+    "svg": "image/svg+xml",
+}
+# Text stays text in the SVG (searchable, small, and testable); ids and dates are fixed, so the
+# same request draws the same bytes.
+STYLE: dict[str, Any] = {
+    "svg.fonttype": "none",
+    "svg.hashsalt": "autograd-service",
+    "font.size": 10,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+}
+_TITLE = 70  # characters of the expression shown above a plot
+_ARROWS = 20  # gradient arrows along each side of a grid plot
+_DRAWING_SECONDS = 10.0  # Graphviz is killed past this; `max_nodes` keeps drawings far below
+
+
+def warm_up() -> None:
+    """Load the font list now (from its cache), so the first plot of a process is not slow."""
+    font_manager.findfont("DejaVu Sans")
+
+
+def graphviz_available() -> bool:
+    return shutil.which("dot") is not None
+
+
+GRAPHVIZ_HINT = (
+    "install Graphviz (Debian and Ubuntu: apt-get install graphviz; macOS: brew install graphviz)"
+)
+
+
+# -- plots of a sweep ---------------------------------------------------------------------------
+
+
+def plot(
+    sweep: Mapping[str, Any],
+    bindings: Mapping[str, float],
+    marked: Mapping[str, Any] | None,
+    image: str = "svg",
+    explicit: bool = False,
+) -> bytes:
+    """A sweep drawn: a line as f and its derivatives, a grid as contours of f with the gradient
+    field as arrows, explicit points against their index. `marked` is the sweep's document at
+    the request's own bindings, when they give every input, to mark that point; `explicit` says
+    the sweep was of explicit points rather than along `vary`."""
+    value = np.asarray(sweep["value"], dtype=float)
+    axes = {name: np.asarray(values, dtype=float) for name, values in sweep["axes"].items()}
+    gradients = {name: np.asarray(g, dtype=float) for name, g in sweep["gradients"].items()}
+    with matplotlib.rc_context(STYLE):  # type: ignore[arg-type]
+        # Fixed margins rather than a layout engine, which draws the figure twice to fit it.
+        figure = Figure(figsize=(6.4, 4.4))
+        figure.subplots_adjust(left=0.12, right=0.96, bottom=0.11, top=0.92)
+        ax = figure.add_subplot()
+        title = sweep["expression"]
+        ax.set_title(f"f = {title if len(title) <= _TITLE else title[: _TITLE - 1] + '…'}")
+        if value.ndim == 2:
+            _grid(ax, figure, axes, value, gradients, bindings)
+        elif not explicit and len(axes) == 1:
+            _line(ax, axes, value, gradients, bindings, marked)
+        else:
+            _points(ax, value, gradients)
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format=image, dpi=100, metadata=_metadata(image))
+    return buffer.getvalue()
+
+
+def _metadata(image: str) -> dict[str, Any]:
+    return {"Date": None} if image == "svg" else {"Software": None}
+
+
+def _line(
+    ax: Any,
+    axes: dict[str, np.ndarray],
+    value: np.ndarray,
+    gradients: dict[str, np.ndarray],
+    bindings: Mapping[str, float],
+    marked: Mapping[str, Any] | None,
+) -> None:
+    ((name, x),) = axes.items()
+    ax.plot(x, value, label="f", color="tab:blue", linewidth=2)
+    ax.plot(x, gradients[name], label=f"∂f/∂{name}", color="tab:orange", linestyle="--")
+    ax.set_xlabel(name)
+    ax.set_ylabel(f"f and ∂f/∂{name}")
+    at = bindings.get(name)
+    if at is not None:
+        ax.axvline(at, color="grey", linewidth=1, linestyle=":")
+        if marked is not None and marked["value"] is not None:
+            ax.plot([at], [marked["value"]], "o", color="tab:blue")
+            ax.plot([at], [marked["gradients"][name]], "o", color="tab:orange")
+            ax.annotate(f"{name} = {at:g}", (at, marked["value"]), textcoords="offset points",
+                        xytext=(6, 6))  # fmt: skip
+    ax.legend(loc="upper left")  # "best" would test every one of the curve's points
+
+
+def _grid(
+    ax: Any,
+    figure: Figure,
+    axes: dict[str, np.ndarray],
+    value: np.ndarray,
+    gradients: dict[str, np.ndarray],
+    bindings: Mapping[str, float],
+) -> None:
+    (first, x), (second, y) = axes.items()
+    # value[i][j] is at x[i], y[j]; matplotlib wants rows along y, so the arrays are transposed.
+    z = np.ma.masked_invalid(value.T)
+    if z.count() >= 1 and len(x) > 1 and len(y) > 1:
+        filled = ax.contourf(x, y, z, levels=20, cmap="viridis")
+        figure.colorbar(filled, ax=ax, label="f")
+        step_x, step_y = max(1, len(x) // _ARROWS), max(1, len(y) // _ARROWS)
+        u = np.ma.masked_invalid(gradients[first].T[::step_y, ::step_x])
+        v = np.ma.masked_invalid(gradients[second].T[::step_y, ::step_x])
+        ax.quiver(x[::step_x], y[::step_y], u, v, color="white", alpha=0.8, pivot="mid")
+    ax.set_xlabel(first)
+    ax.set_ylabel(second)
+    if first in bindings and second in bindings:
+        at = f"{first} = {bindings[first]:g}, {second} = {bindings[second]:g}"
+        ax.plot([bindings[first]], [bindings[second]], "o", color="tab:red", label=at)
+        ax.legend(loc="upper right")
+
+
+def _points(ax: Any, value: np.ndarray, gradients: dict[str, np.ndarray]) -> None:
+    index = np.arange(len(value))
+    ax.plot(index, value, "o-", label="f", linewidth=2)
+    for name, gradient in gradients.items():
+        ax.plot(index, gradient, ".--", label=f"∂f/∂{name}")
+    ax.set_xlabel("point")
+    ax.set_ylabel("f and its gradients")
+    ax.legend(loc="upper left")
+
+
+# -- drawings of a graph ------------------------------------------------------------------------
+
+
+def draw(document: Mapping[str, Any], kind: str, max_svg_nodes: int) -> bytes:
+    """The graph of an evaluation or structure document as `dot`, `mermaid` or `svg`; Graphviz
+    lays out at most `max_svg_nodes` nodes (its time grows faster than the graph)."""
+    if kind == "mermaid":
+        return mermaid(document).encode()
+    source = dot(document)
+    if kind == "dot":
+        return source.encode()
+    nodes = len(document["graph"]["nodes"])
+    if nodes > max_svg_nodes:
+        message = _(
+            "the graph has {nodes} nodes; at most {maximum} are drawn as SVG here: ask for "
+            "format dot or mermaid and lay it out yourself",
+            nodes=nodes,
+            maximum=max_svg_nodes,
+        )
+        raise RequestTooLarge("graph_too_large_to_draw", message, "max_drawn_nodes", max_svg_nodes)
+    return render_svg(source)
+
+
+def _name(node: Mapping[str, Any]) -> str:
+    """What a value's record is called: its name where it has one (a variable, an assigned or
+    declared value), a constant's number; blank for an unnamed result, as in draw_dot."""
+    name = node.get("name")
+    if name:
+        return str(name)
+    return "" if node["kind"] == "operation" else str(node["label"])
+
+
+def _number(x: Any) -> str:
+    if x is None:
+        return "—"
+    return f"{x:.4f}" if (math.isfinite(x) and 1e-4 <= abs(x) < 1e6) or x == 0 else f"{x:.4g}"
+
+
+def _op_label(node: Mapping[str, Any]) -> str:
+    return str(node["label"])
+
+
+def dot(document: Mapping[str, Any]) -> str:
+    """Graphviz text in the style of micrograd's draw_dot, left to right."""
+    graph = graphviz.Digraph(graph_attr={"rankdir": "LR"}, node_attr={"fontname": "Helvetica"})
+    for node in document["graph"]["nodes"]:
+        i = node["id"]
+        fields = [_name(node), f"data {_number(node.get('value'))}",
+                  f"grad {_number(node.get('grad'))}"]  # fmt: skip
+        graph.node(f"n{i}", "{ " + " | ".join(map(_record_text, fields)) + " }", shape="record")
+        if node["kind"] == "operation":
+            graph.node(f"n{i}op", _op_label(node), shape="circle", fontsize="10", margin="0")
+            graph.edge(f"n{i}op", f"n{i}")
+            for child in node["children"]:
+                graph.edge(f"n{child}", f"n{i}op")
+    return str(graph.source)
+
+
+def _record_text(text: str) -> str:
+    # Braces, bars and angle brackets structure a record; a backslash escapes them.
+    for special in '\\{}|<>"':
+        text = text.replace(special, "\\" + special)
+    return text
+
+
+def mermaid(document: Mapping[str, Any]) -> str:
+    """A Mermaid flowchart of the same drawing, for Markdown pages."""
+    lines = ["flowchart LR"]
+    for node in document["graph"]["nodes"]:
+        i = node["id"]
+        fields = [_name(node) or " ", f"data {_number(node.get('value'))}",
+                  f"grad {_number(node.get('grad'))}"]  # fmt: skip
+        lines.append(f'    n{i}["{_mermaid_text(" | ".join(fields))}"]')
+        if node["kind"] == "operation":
+            lines.append(f'    n{i}op(("{_mermaid_text(_op_label(node))}"))')
+            lines.append(f"    n{i}op --> n{i}")
+            lines.extend(f"    n{child} --> n{i}op" for child in node["children"])
+    return "\n".join(lines) + "\n"
+
+
+def _mermaid_text(text: str) -> str:
+    # Inside a quoted label Mermaid reads entity codes; a quote would end the label.
+    return (
+        text.replace("&", "#amp;").replace('"', "#quot;").replace("<", "#lt;").replace(">", "#gt;")
+    )
+
+
+def render_svg(source: str) -> bytes:
+    """Graphviz's SVG of a dot text; a typed refusal when Graphviz is not installed."""
+    if not graphviz_available():
+        raise AutogradError(
+            "graphviz_unavailable",
+            _(
+                "drawing the graph as SVG needs Graphviz's dot program, which this server "
+                "does not have; ask for format dot or mermaid, or {hint}",
+                hint=GRAPHVIZ_HINT,
+            ),
+        )
+    try:
+        # Past the budget `dot` is interrupted, and subprocess kills it on the way out.
+        with time_budget(_DRAWING_SECONDS, "drawing_too_slow"):
+            return bytes(graphviz.Source(source).pipe(format="svg"))
+    except graphviz.ExecutableNotFound:  # removed since the check above
+        raise AutogradError(
+            "graphviz_unavailable", _("Graphviz's dot program is missing")
+        ) from None

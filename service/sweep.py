@@ -1,0 +1,306 @@
+"""Sweeps: an expression's value and gradients over a line, a grid or a list of points, at once.
+
+The expression is compiled once (the evaluator's primitive graph, from its cache) into a `Tape`,
+which runs over every point in a few numpy calls per node. Each point gets exactly what the scalar
+engine would give it; a point outside the domain is null in every array, with its reason code in
+`errors`, and the other points are unaffected.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import weakref
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import orjson
+
+from service.engine import Value, format_number
+from service.errors import BindingError, RequestTooLarge
+from service.evaluator import Compiled, Evaluator
+from service.i18n import Message, _
+from service.limits import Limits
+from service.parser import Lines, ParsedExpression
+from service.tape import Failure, Tape
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One varied input: `points` evenly spaced values from `start` to `stop`, both included."""
+
+    name: str
+    start: float
+    stop: float
+    points: int
+
+    def values(self) -> np.ndarray:
+        if self.points == 1:
+            return np.array([self.start])
+        t = np.arange(self.points) / (self.points - 1)
+        # Weighted ends rather than start + t * (stop - start), which overflows for far ends;
+        # both ends come out exactly as given.
+        return self.start * (1.0 - t) + self.stop * t
+
+
+# The tape of each compiled expression lives as long as the evaluator's cache keeps it.
+_tapes: weakref.WeakKeyDictionary[Compiled, Tape] = weakref.WeakKeyDictionary()
+_tapes_lock = threading.Lock()
+
+
+def tape_of(compiled: Compiled) -> Tape:
+    """The tape of a primitive-granularity compiled expression, built once."""
+    with _tapes_lock:
+        tape = _tapes.get(compiled)
+    if tape is None:
+        # NaN inputs trace the graph's shape, as the evaluator does when it compiles.
+        env = {name: Value(math.nan) for name in compiled.parsed.inputs}
+        root, results = compiled.build(env)
+        tape = Tape.from_graph(root, env, results.values())
+        with _tapes_lock:
+            _tapes[compiled] = tape
+    return tape
+
+
+def sweep(
+    evaluator: Evaluator,
+    expression: str,
+    bindings: Mapping[str, Any],
+    vary: Sequence[Axis] | None = None,
+    points: Sequence[Mapping[str, Any]] | None = None,
+    output: str | None = None,
+) -> dict[str, Any]:
+    """Value and gradients of `expression` (or a program's `output`) along `vary` (a line, or a
+    grid of two axes), or at each of `points` (merged over `bindings`, then over the program's
+    declared inputs), under the evaluator's limits."""
+    if (vary is None) == (points is None):
+        raise ValueError("a sweep takes either `vary` or `points`")
+    limits = evaluator.limits
+    compiled = evaluator.compile(expression, "primitive", output)
+    parsed = compiled.parsed
+    _check_names(parsed, bindings, limits.max_bindings)
+    _check_numbers(bindings, "bindings")
+    given = {**parsed.defaults, **bindings}
+    tape = tape_of(compiled)
+    if vary is not None:
+        shape = _check_vary(vary, parsed, given, limits)
+        axes = {axis.name: axis.values() for axis in vary}
+        grids = np.meshgrid(*axes.values(), indexing="ij")
+        varied = {name: grid.ravel() for name, grid in zip(axes, grids, strict=True)}
+    else:
+        assert points is not None
+        shape = (len(points),)
+        varied = _check_points(points, parsed, given, limits)
+        axes = varied
+    count = math.prod(shape)
+    _check_cells(tape.size, count, limits)
+    inputs: dict[str, Any] = {name: varied.get(name, given.get(name)) for name in tape.slots}
+    result = tape.run(inputs, count)
+    # An input the output does not depend on (declared, never used) has gradient 0.
+    unused = np.where(np.isnan(result.value), math.nan, 0.0)
+    # numpy arrays, NaN at failed points: orjson writes them as JSON lists with null there, at
+    # a fraction of the cost of building Python lists first.
+    return {
+        "expression": expression,
+        "axes": axes,
+        "value": result.value.reshape(shape),
+        "gradients": {
+            name: result.gradients.get(name, unused).reshape(shape) for name in parsed.inputs
+        },
+        "errors": _errors(result.failures, shape, compiled),
+    }
+
+
+def at_bindings(
+    evaluator: Evaluator,
+    expression: str,
+    bindings: Mapping[str, float],
+    output: str | None = None,
+) -> dict[str, Any] | None:
+    """Value and gradients at the bindings themselves (value None where that point fails), or
+    None when they do not give every input."""
+    compiled = evaluator.compile(expression, "primitive", output)
+    given = {**compiled.parsed.defaults, **bindings}
+    if any(name not in given for name in compiled.parsed.variables):
+        return None
+    tape = tape_of(compiled)
+    result = tape.run({name: given[name] for name in tape.slots}, 1)
+    if result.failures:
+        return {"value": None, "gradients": {}}
+    gradients = {name: float(g[0]) for name, g in result.gradients.items()}
+    return {"value": float(result.value[0]), "gradients": gradients}
+
+
+def _check_names(parsed: ParsedExpression, bindings: Mapping[str, Any], max_bindings: int) -> None:
+    if len(bindings) > max_bindings:
+        message = _(
+            "{count} bindings; at most {maximum} are accepted",
+            count=len(bindings),
+            maximum=max_bindings,
+        )
+        raise BindingError("too_many_bindings", message, [])
+    unknown = sorted(
+        name for name in bindings if name not in parsed.reads and name not in parsed.defaults
+    )
+    if unknown:
+        raise BindingError("unknown_variables", _unknown_message(unknown), unknown)
+
+
+def _unknown_message(unknown: list[str]) -> Message:
+    return _(
+        "{names}: not in the expression; remove the binding or check the spelling",
+        names=", ".join(unknown),
+    )
+
+
+def to_json(document: dict[str, Any]) -> bytes:
+    """A sweep document as JSON: its arrays as lists, null at every failed point."""
+    return orjson.dumps(document, option=orjson.OPT_SERIALIZE_NUMPY)
+
+
+def _check_numbers(bindings: Mapping[str, Any], where: str) -> None:
+    """Every value a finite number (never a boolean), else `invalid_binding` naming them."""
+    bad = [name for name, value in bindings.items() if not _is_finite_number(value)]
+    if bad:
+        message = _(
+            "{names} must be bound to finite numbers in {where}", names=", ".join(bad), where=where
+        )
+        raise BindingError("invalid_binding", message, bad)
+
+
+def _is_finite_number(value: object) -> bool:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int beyond the range of a double
+        return False
+
+
+def _check_vary(
+    vary: Sequence[Axis], parsed: ParsedExpression, given: Mapping[str, Any], limits: Limits
+) -> tuple[int, ...]:
+    names = [axis.name for axis in vary]
+    if not 1 <= len(vary) <= 2 or len(set(names)) != len(names):
+        message = _("vary one input (a line) or two different inputs (a grid)")
+        raise BindingError("invalid_binding", message, names)
+    unknown = sorted(set(names) - set(parsed.inputs))
+    if unknown:
+        raise BindingError("unknown_variables", _unknown_message(unknown), unknown)
+    missing = [name for name in parsed.variables if name not in given and name not in names]
+    if missing:
+        message = _("no value given for {names}", names=", ".join(missing))
+        raise BindingError("unbound_variables", message, missing)
+    for axis in vary:
+        if not (math.isfinite(axis.start) and math.isfinite(axis.stop)) or axis.points < 1:
+            message = _(
+                "{name} must vary between two finite numbers over at least one point",
+                name=axis.name,
+            )
+            raise BindingError("invalid_binding", message, [axis.name])
+    shape = tuple(axis.points for axis in vary)
+    if len(shape) == 2 and max(shape) > limits.max_sweep_grid:
+        message = _(
+            "a grid of {rows} x {columns} points; each side has at most {maximum}",
+            rows=shape[0],
+            columns=shape[1],
+            maximum=limits.max_sweep_grid,
+        )
+        raise RequestTooLarge("grid_too_large", message, "max_sweep_grid", limits.max_sweep_grid)
+    if len(shape) == 1 and shape[0] > limits.max_sweep_points:
+        raise _too_many_points(shape[0], limits)
+    return shape
+
+
+def _too_many_points(count: int, limits: Limits) -> RequestTooLarge:
+    maximum = limits.max_sweep_points
+    message = _("{count} points; a sweep has at most {maximum}", count=count, maximum=maximum)
+    return RequestTooLarge("too_many_points", message, "max_sweep_points", maximum)
+
+
+def _check_points(
+    points: Sequence[Mapping[str, Any]],
+    parsed: ParsedExpression,
+    given: Mapping[str, Any],
+    limits: Limits,
+) -> dict[str, np.ndarray]:
+    """One array per input that some point sets, each point falling back to `given`."""
+    if len(points) > limits.max_sweep_points:
+        raise _too_many_points(len(points), limits)
+    named = {name for point in points for name in point}
+    for index, point in enumerate(points):
+        _check_names(parsed, point, limits.max_bindings)
+        _check_numbers(point, f"points[{index}]")
+    columns: dict[str, np.ndarray] = {}
+    for name in parsed.inputs:
+        if name not in named:
+            if name not in given and name in parsed.variable_set:
+                message = _("no value given for {names}", names=name)
+                raise BindingError("unbound_variables", message, [name])
+            continue
+        fallback = given.get(name)
+        column = [point.get(name, fallback) for point in points]
+        if any(value is None for value in column):
+            index = column.index(None)
+            message = _("no value given for {name} at point {index}", name=name, index=index)
+            raise BindingError("unbound_variables", message, [name])
+        columns[name] = np.array(column, dtype=float)
+    return columns
+
+
+def _check_cells(nodes: int, count: int, limits: Limits) -> None:
+    if nodes * count > limits.max_sweep_cells:
+        message = _(
+            "{nodes} graph nodes at {count} points is {cells} node evaluations; "
+            "a sweep does at most {maximum}",
+            nodes=nodes,
+            count=count,
+            cells=nodes * count,
+            maximum=limits.max_sweep_cells,
+        )
+        raise RequestTooLarge("sweep_too_large", message, "max_sweep_cells", limits.max_sweep_cells)
+
+
+def _errors(
+    failures: list[Failure], shape: tuple[int, ...], compiled: Compiled
+) -> list[dict[str, Any]]:
+    """Each failed point: where it is in the sweep, why, and where in the text (with the line
+    and column, as a problem's `position` has them)."""
+    lines = Lines(compiled.parsed.text) if failures else None
+    errors = []
+    for failure in failures:
+        index: int | list[int] = (
+            failure.point if len(shape) == 1 else list(divmod(failure.point, shape[1]))
+        )
+        start, end = compiled.templates[failure.node]["span"]
+        assert lines is not None
+        line, column = lines(start)
+        position = {"start": start, "end": end, "line": line, "column": column}
+        errors.append(
+            {
+                "index": index,
+                "kind": failure.kind,
+                "message": _message(failure),
+                "node": failure.node,
+                "position": position,
+            }
+        )
+    return errors
+
+
+def _message(failure: Failure) -> Message:
+    number = format_number(failure.operand) if failure.operand is not None else ""
+    if failure.kind == "log_domain":
+        return _("log of a non-positive number ({number})", number=number)
+    if failure.kind == "division_by_zero":
+        return _("division by zero")
+    if failure.kind == "complex_result":
+        return _(
+            "a negative base ({number}) to a non-integer power is not a real number",
+            number=number,
+        )
+    if failure.kind == "overflow":
+        return _("a value overflows the range of a 64-bit float")
+    return _("a gradient is not a finite number (it overflows)")

@@ -1,0 +1,211 @@
+"""Sweeps over HTTP and the pictures: plots that parse as SVG with their axes, PNG, the GET form,
+and graphs drawn as dot, mermaid and svg in the style of micrograd's draw_dot."""
+
+from __future__ import annotations
+
+import shutil
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+from flask.testing import FlaskClient
+
+from service import pictures
+from service.app import create_app
+
+SVG = "{http://www.w3.org/2000/svg}"
+LESSON = {"expression": "(a + b) * c", "bindings": {"a": 2, "b": -3, "c": 10}}
+LINE = {
+    "expression": "x * tanh(x) - log(x)",
+    "bindings": {"x": 0.5},
+    "vary": [{"name": "x", "from": -1, "to": 3, "points": 200}],
+}
+GRID = {
+    "expression": "x * y + relu(x)",
+    "bindings": {"x": 0.5, "y": -0.25},
+    "vary": [
+        {"name": "x", "from": -2, "to": 2, "points": 30},
+        {"name": "y", "from": -1, "to": 1, "points": 20},
+    ],
+}
+needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz is not installed")
+
+
+@pytest.fixture(scope="module")
+def client() -> FlaskClient:
+    return create_app({"TESTING": True, "PICTURE_BURST": 1000}).test_client()
+
+
+def texts(svg: bytes) -> list[str]:
+    """Every text of an SVG document, which must parse as XML."""
+    root = ET.fromstring(svg)
+    assert root.tag == f"{SVG}svg"
+    return ["".join(element.itertext()) for element in root.iter(f"{SVG}text")]
+
+
+def test_a_line_sweep_as_json(client: FlaskClient) -> None:
+    response = client.post("/v1/sweep", json=LINE)
+    assert response.status_code == 200
+    document = response.get_json()
+    assert len(document["axes"]["x"]) == len(document["value"]) == 200
+    assert len(document["gradients"]["x"]) == 200
+    failed = [e["index"] for e in document["errors"]]
+    assert failed == [i for i, x in enumerate(document["axes"]["x"]) if x <= 0]
+    assert {e["kind"] for e in document["errors"]} == {"log_domain"}
+    assert all(document["value"][i] is None for i in failed)
+
+
+def test_a_line_plot_is_svg_with_its_axes_and_the_binding_marked(client: FlaskClient) -> None:
+    response = client.post("/v1/sweep", json=LINE, headers={"Accept": "image/svg+xml"})
+    assert response.status_code == 200
+    assert response.mimetype == "image/svg+xml"
+    found = texts(response.data)
+    assert "x" in found  # the x axis label
+    assert "f and ∂f/∂x" in found  # the y axis label
+    assert {"f", "∂f/∂x"} <= set(found)  # the legend
+    assert "x = 0.5" in found  # the request's binding
+    assert "f = x * tanh(x) - log(x)" in found
+    root = ET.fromstring(response.data)
+    ids = {element.get("id") for element in root.iter()}
+    assert {"axes_1", "matplotlib.axis_1", "matplotlib.axis_2"} <= ids
+
+
+def test_a_grid_plot_has_contours_arrows_and_both_axes(client: FlaskClient) -> None:
+    response = client.post("/v1/sweep", json=GRID, headers={"Accept": "image/svg+xml"})
+    assert response.status_code == 200
+    found = texts(response.data)
+    assert {"x", "y", "f"} <= set(found)  # both axes and the colour bar
+    assert "x = 0.5, y = -0.25" in found
+    ids = {element.get("id") for element in ET.fromstring(response.data).iter()}
+    assert any(i and i.startswith("QuadContourSet") for i in ids)
+    assert any(i and i.startswith("Quiver") for i in ids)
+
+
+def test_a_grid_as_json_has_rows_for_the_first_name(client: FlaskClient) -> None:
+    document = client.post("/v1/sweep", json=GRID).get_json()
+    assert len(document["value"]) == 30 and {len(row) for row in document["value"]} == {20}
+    x, y = document["axes"]["x"][3], document["axes"]["y"][7]
+    assert document["value"][3][7] == pytest.approx(x * y + max(x, 0), rel=1e-12)
+    assert document["gradients"]["y"][3][7] == pytest.approx(x, rel=1e-12)
+
+
+def test_png_and_the_get_form(client: FlaskClient) -> None:
+    png = client.post("/v1/sweep", json=LINE, headers={"Accept": "image/png"})
+    assert png.mimetype == "image/png" and png.data.startswith(b"\x89PNG\r\n\x1a\n")
+    url = "/v1/sweep?expression=x*y&vary=x:-2:2:50&bind=y:3&bind=x:1"
+    svg = client.get(url)
+    assert svg.status_code == 200 and svg.mimetype == "image/svg+xml"
+    assert "x = 1" in texts(svg.data)
+    assert client.get(url + "&format=png").data.startswith(b"\x89PNG")
+    document = client.get(url + "&format=json").get_json()
+    assert document["value"][0] == -6.0 and document["gradients"]["y"][-1] == 2.0
+    grid = client.get("/v1/sweep?expression=x*y&vary=x:-2:2:5&vary=y:0:1:3&format=json")
+    assert len(grid.get_json()["value"]) == 5
+
+
+def test_plots_of_points_and_of_failing_sweeps(client: FlaskClient) -> None:
+    points = {"expression": "a / b", "bindings": {"a": 1}, "points": [{"b": 1}, {"b": 0}, {"b": 2}]}
+    response = client.post("/v1/sweep", json=points, headers={"Accept": "image/svg+xml"})
+    assert response.status_code == 200 and "point" in texts(response.data)
+    nowhere = {"expression": "log(x)", "vary": [{"name": "x", "from": -2, "to": -1, "points": 9}]}
+    response = client.post("/v1/sweep", json=nowhere, headers={"Accept": "image/svg+xml"})
+    assert response.status_code == 200
+    sides = [{"name": "x", "from": -2, "to": -1, "points": 3},
+             {"name": "y", "from": 1, "to": 2, "points": 3}]  # fmt: skip
+    grid = {"expression": "log(x*y)", "vary": sides}
+    response = client.post("/v1/sweep", json=grid, headers={"Accept": "image/png"})
+    assert response.status_code == 200
+
+
+def test_json_is_the_default_answer(client: FlaskClient) -> None:
+    for accept in ("*/*", "application/json", "text/html", "application/json, image/svg+xml;q=0.5"):
+        response = client.post("/v1/sweep", json=LINE, headers={"Accept": accept})
+        assert response.mimetype == "application/json", accept
+
+
+# -- graphs as pictures -----------------------------------------------------------------------
+
+
+def test_dot_is_micrograd_draw_dot(client: FlaskClient) -> None:
+    response = client.post("/v1/gradients", json={**LESSON, "format": "dot"})
+    assert response.status_code == 200 and response.mimetype == "text/vnd.graphviz"
+    text = response.get_data(as_text=True)
+    assert text.startswith("digraph {")
+    # every value a record name | data | grad, every operation its own node between them
+    assert 'n0 [label="{ a | data 2.0000 | grad 10.0000 }" shape=record]' in text
+    assert 'n3 [label="{ c | data 10.0000 | grad -1.0000 }" shape=record]' in text
+    assert 'n4op [label="*"' in text and "n4op -> n4" in text
+    assert "n2 -> n4op" in text and "n3 -> n4op" in text
+    assert text.count("shape=record") == 5 and text.count("shape=circle") == 2
+
+
+def test_mermaid(client: FlaskClient) -> None:
+    response = client.post("/v1/gradients", json={**LESSON, "format": "mermaid"})
+    text = response.get_data(as_text=True)
+    assert text.startswith("flowchart LR\n")
+    assert 'n0["a | data 2.0000 | grad 10.0000"]' in text
+    assert 'n4op(("*"))' in text and "n4op --> n4" in text
+
+
+def test_the_graph_without_numbers(client: FlaskClient) -> None:
+    response = client.post("/v1/graph", json={"expression": "a - b", "format": "dot"})
+    text = response.get_data(as_text=True)
+    assert 'label="{ a | data — | grad — }"' in text
+    primitive = client.post(
+        "/v1/graph", json={"expression": "a - b", "format": "dot", "granularity": "primitive"}
+    )
+    assert primitive.get_data(as_text=True).count("shape=circle") == 2  # `*` by -1, then `+`
+
+
+@needs_dot
+def test_svg_is_rendered_by_graphviz(client: FlaskClient) -> None:
+    response = client.post("/v1/gradients", json={**LESSON, "format": "svg"})
+    assert response.status_code == 200 and response.mimetype == "image/svg+xml"
+    found = texts(response.data)
+    assert {"a", "data 2.0000", "grad 10.0000", "*", "+"} <= set(found)
+
+
+def test_a_record_escapes_what_structures_it() -> None:
+    document = {"graph": {"nodes": [{"id": 0, "kind": "variable", "label": "a", "children": [],
+                                     "name": "{x|<y>}", "value": 1.0, "grad": None}]}}  # fmt: skip
+    assert r"\{x\|\<y\>\}" in pictures.dot(document)
+    assert "#lt;" in pictures.mermaid(document)
+
+
+def test_numbers_in_records() -> None:
+    assert pictures._number(2.0) == "2.0000"
+    assert pictures._number(0.0) == "0.0000"
+    assert pictures._number(1e-300) == "1e-300"
+    assert pictures._number(123456789.0) == "1.235e+08"
+    assert pictures._number(None) == "—"
+
+
+def test_program_names_label_the_records(client: FlaskClient) -> None:
+    from tests.test_sweep import SHIPPING
+
+    response = client.post("/v1/gradients", json={"expression": SHIPPING, "format": "dot"})
+    text = response.get_data(as_text=True)
+    assert '"{ weight_fee | data 45.0000 | grad 1.0000 }"' in text
+    assert '"{ cost | data 111.0000 | grad 1.0000 }"' in text
+    assert "label=relu" in text
+    line = {"expression": SHIPPING, "vary": [{"name": "weight", "from": 0, "to": 5, "points": 6}]}
+    document = client.post("/v1/sweep", json=line).get_json()
+    assert document["value"] == [66.0 + 15 * w for w in range(6)]
+    output = client.post("/v1/sweep", json={**line, "output": "weight_fee"}).get_json()
+    assert output["value"] == [15.0 * w for w in range(6)]
+
+
+def test_a_read_only_font_cache_is_copied_where_matplotlib_can_write(tmp_path: Any) -> None:
+    prebuilt = tmp_path / "prebuilt"
+    prebuilt.mkdir()
+    (prebuilt / "fontlist-v390.json").write_text("{}")
+    environ = {"MPLCONFIGDIR": str(prebuilt)}
+    pictures.writable_config(environ, access=lambda path, mode: True)
+    assert environ["MPLCONFIGDIR"] == str(prebuilt)  # writable: left alone
+    pictures.writable_config(environ, access=lambda path, mode: False)
+    copy = environ["MPLCONFIGDIR"]
+    assert copy != str(prebuilt) and (Path(copy) / "fontlist-v390.json").read_text() == "{}"
+    unset: dict[str, str] = {}
+    pictures.writable_config(unset, access=lambda path, mode: False)
+    assert unset == {}

@@ -1,0 +1,414 @@
+"""Sweeps against the scalar engine: every point of a line, a grid or a list of points must be the
+engine's own value and gradients (to 1e-12 relative), or the engine's domain error at that point."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from service import sweep as sweeps
+from service.errors import AutogradError, BindingError, DomainError, RequestTooLarge
+from service.evaluator import Evaluator
+from service.limits import Limits
+from service.operations import FUNCTIONS
+from service.sweep import Axis
+from service.tape import power, tanh
+
+EVALUATOR = Evaluator()
+REL = 1e-12
+
+sweep_settings = settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+
+
+def sweep(*args: Any, **kwargs: Any) -> dict[str, Any]:
+    """A sweep's document as a client reads it: JSON lists, with null at failed points."""
+    return json.loads(sweeps.to_json(sweeps.sweep(*args, **kwargs)))
+
+
+def scalar(expression: str, bindings: dict[str, float]) -> dict[str, Any] | str:
+    """The engine's answer at one point: the document, or the domain error's kind."""
+    try:
+        return EVALUATOR.evaluate(expression, bindings, "primitive")
+    except DomainError as error:
+        return error.kind
+
+
+def close(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=REL, abs_tol=0.0)
+
+
+def check_point(
+    document: dict[str, Any], expression: str, at: dict[str, float], index: Any, value: Any
+) -> None:
+    """The sweep's numbers at one point are the engine's, or null with the engine's reason."""
+    expected = scalar(expression, at)
+    errors = {_key(e["index"]): e for e in document["errors"]}
+    gradients = {name: _at(rows, index) for name, rows in document["gradients"].items()}
+    if isinstance(expected, str):
+        assert value is None, (at, expected, value)
+        assert all(g is None for g in gradients.values())
+        assert errors[_key(index)]["kind"] == expected, (at, errors[_key(index)], expected)
+        return
+    assert _key(index) not in errors, (at, errors[_key(index)])
+    assert close(value, expected["value"]), (at, value, expected["value"])
+    for name, grad in expected["gradients"].items():
+        assert close(gradients[name], grad), (at, name, gradients[name], grad)
+
+
+def _key(index: Any) -> Any:
+    return tuple(index) if isinstance(index, list) else index
+
+
+def _at(rows: list[Any], index: Any) -> Any:
+    if isinstance(index, int):
+        return rows[index]
+    return rows[index[0]][index[1]]
+
+
+# -- random expressions of the language ---------------------------------------------------------
+
+
+@st.composite
+def expressions(draw: st.DrawFn, depth: int = 0) -> str:
+    """A well-formed expression over a, b and c, reaching every operation and its domain edges."""
+    if depth > 3 or draw(st.booleans()):
+        return draw(st.sampled_from(["a", "b", "c", "a", "2", "0.5", "0", "-1", "3"]))
+    shape = draw(st.sampled_from(["binary", "binary", "call", "neg", "power"]))
+    inner = draw(expressions(depth + 1))
+    if shape == "binary":
+        op = draw(st.sampled_from(["+", "-", "*", "/"]))
+        return f"({inner} {op} {draw(expressions(depth + 1))})"
+    if shape == "call":
+        return f"{draw(st.sampled_from(FUNCTIONS))}({inner})"
+    if shape == "neg":
+        return f"-{inner}"
+    exponent = draw(st.sampled_from(["2", "3", "-1", "0.5", "0", "-2.5", "1.5"]))
+    return f"({inner}) ** {exponent}"
+
+
+numbers = st.one_of(
+    st.sampled_from([0.0, -0.0, 1.0, -1.0, 0.5, 2.0, 700.0, -710.0, 1e-300, 1e300]),
+    st.floats(-5, 5, allow_nan=False),
+)
+
+
+def compiles(expression: str) -> list[str] | None:
+    try:
+        return list(EVALUATOR.compile(expression, "primitive").parsed.variables)
+    except AutogradError:
+        return None
+
+
+@sweep_settings
+@given(expressions(), numbers, numbers, st.integers(1, 40), st.data())
+def test_line_matches_the_engine_at_every_point(
+    expression: str, start: float, stop: float, count: int, data: st.DataObject
+) -> None:
+    variables = compiles(expression)
+    if not variables:
+        return
+    varied = data.draw(st.sampled_from(variables))
+    bindings = {name: data.draw(numbers) for name in variables if name != varied}
+    document = sweep(EVALUATOR, expression, bindings, vary=[Axis(varied, start, stop, count)])
+    axis = document["axes"][varied]
+    assert len(axis) == len(document["value"]) == count
+    assert axis[0] == start and axis[-1] == (stop if count > 1 else start)
+    for i, x in enumerate(axis):
+        check_point(document, expression, {**bindings, varied: x}, i, document["value"][i])
+
+
+@sweep_settings
+@given(expressions(), st.lists(st.fixed_dictionaries({}, optional={"a": numbers, "b": numbers,
+       "c": numbers}), min_size=1, max_size=12), st.data())  # fmt: skip
+def test_points_match_the_engine_at_every_point(
+    expression: str, points: list[dict[str, float]], data: st.DataObject
+) -> None:
+    variables = compiles(expression)
+    if variables is None:
+        return
+    points = [{k: v for k, v in point.items() if k in variables} for point in points]
+    bindings = {name: data.draw(numbers) for name in variables}
+    document = sweep(EVALUATOR, expression, bindings, points=points)
+    for i, point in enumerate(points):
+        check_point(document, expression, {**bindings, **point}, i, document["value"][i])
+
+
+@sweep_settings
+@given(expressions(), numbers, numbers, st.integers(1, 6), st.integers(1, 6), st.data())
+def test_grid_matches_the_engine_at_every_point(
+    expression: str, low: float, high: float, rows: int, columns: int, data: st.DataObject
+) -> None:
+    variables = compiles(expression)
+    if not variables or len(variables) < 2:
+        return
+    first, second = data.draw(st.permutations(variables))[:2]
+    bindings = {name: data.draw(numbers) for name in variables if name not in (first, second)}
+    vary = [Axis(first, low, high, rows), Axis(second, high, low, columns)]
+    document = sweep(EVALUATOR, expression, bindings, vary=vary)
+    assert len(document["value"]) == rows and all(len(r) == columns for r in document["value"])
+    for i, x in enumerate(document["axes"][first]):
+        for j, y in enumerate(document["axes"][second]):
+            at = {**bindings, first: x, second: y}
+            check_point(document, expression, at, [i, j], document["value"][i][j])
+
+
+# -- domain edges inside a sweep ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("expression", "start", "stop", "failing"),
+    [
+        ("log(x)", -1.0, 1.0, {0: "log_domain", 1: "log_domain", 2: "log_domain"}),
+        ("1 / x", -1.0, 1.0, {2: "division_by_zero"}),
+        ("x ** 0.5", -1.0, 1.0, {0: "complex_result", 1: "complex_result", 2: "non_finite"}),
+        ("exp(x)", 700.0, 720.0, {2: "overflow", 3: "overflow", 4: "overflow"}),
+        ("x * x * 1e300", 1e3, 1e5, {1: "overflow", 2: "overflow", 3: "overflow", 4: "overflow"}),
+        ("relu(x)", -1.0, 1.0, {}),
+    ],
+)
+def test_domain_edges_fail_only_their_points(
+    expression: str, start: float, stop: float, failing: dict[int, str]
+) -> None:
+    document = sweep(EVALUATOR, expression, {}, vary=[Axis("x", start, stop, 5)])
+    assert {e["index"]: e["kind"] for e in document["errors"]} == failing
+    for i, x in enumerate(document["axes"]["x"]):
+        check_point(document, expression, {"x": x}, i, document["value"][i])
+        assert (document["value"][i] is None) == (i in failing)
+
+
+def test_relu_gradient_is_zero_at_zero() -> None:
+    document = sweep(EVALUATOR, "relu(x)", {}, points=[{"x": 0.0}, {"x": -0.0}, {"x": 1e-300}])
+    assert document["gradients"]["x"] == [0.0, 0.0, 1.0]
+    assert math.copysign(1, document["value"][1]) == -1  # micrograd keeps -0.0
+
+
+def test_non_finite_gradient_is_an_error_of_its_point() -> None:
+    # The value is finite, but d/dx of x ** 1e3 * 1e-300 overflows far out.
+    document = sweep(EVALUATOR, "(x ** 3) * 1e-300", {}, points=[{"x": 1.0}, {"x": 1e103}])
+    assert document["value"][0] == 1e-300
+    assert [e["kind"] for e in document["errors"]] == [scalar("(x ** 3) * 1e-300", {"x": 1e103})]
+
+
+def test_grid_rows_follow_the_first_name() -> None:
+    document = sweep(EVALUATOR, "x - 10 * y", {}, vary=[Axis("x", 0, 2, 3), Axis("y", 0, 1, 2)])
+    assert document["value"] == [[0.0, -10.0], [1.0, -9.0], [2.0, -8.0]]
+    assert document["gradients"]["y"] == [[-10.0] * 2] * 3
+
+
+def test_bindings_are_overridden_by_the_varied_name_and_points() -> None:
+    line = sweep(EVALUATOR, "a * b", {"a": 5, "b": 2}, vary=[Axis("a", 1, 3, 3)])
+    assert line["value"] == [2.0, 4.0, 6.0]
+    points = sweep(EVALUATOR, "a * b", {"a": 5, "b": 2}, points=[{"b": 3}, {"a": 1}])
+    assert points["value"] == [15.0, 2.0]
+    assert points["axes"] == {"a": [5.0, 1.0], "b": [3.0, 2.0]}
+
+
+def test_chunks_give_the_same_answer_as_one_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    whole = sweep(EVALUATOR, "tanh(a * b) + log(a)", {"b": 3}, vary=[Axis("a", -1, 2, 301)])
+    monkeypatch.setattr("service.tape.CHUNK_CELLS", 7)
+    monkeypatch.setattr(sweeps, "_tapes", type(sweeps._tapes)())
+    chunked = sweep(EVALUATOR, "tanh(a * b) + log(a)", {"b": 3}, vary=[Axis("a", -1, 2, 301)])
+    assert chunked == whole
+
+
+def test_far_ends_do_not_overflow_the_axis() -> None:
+    document = sweep(EVALUATOR, "x", {}, vary=[Axis("x", -1e308, 1e308, 3)])
+    assert document["axes"]["x"] == [-1e308, 0.0, 1e308]
+
+
+# -- refusals -----------------------------------------------------------------------------------
+
+
+def test_limits_have_their_own_kinds() -> None:
+    small = Evaluator(Limits(max_sweep_points=10, max_sweep_grid=4, max_sweep_cells=40))
+    with pytest.raises(RequestTooLarge) as line:
+        sweep(small, "x", {}, vary=[Axis("x", 0, 1, 11)])
+    assert (line.value.kind, line.value.maximum) == ("too_many_points", 10)
+    with pytest.raises(RequestTooLarge) as grid:
+        sweep(small, "x*y", {}, vary=[Axis("x", 0, 1, 5), Axis("y", 0, 1, 2)])
+    assert grid.value.kind == "grid_too_large"
+    with pytest.raises(RequestTooLarge) as points:
+        sweep(small, "x", {}, points=[{"x": 1.0}] * 11)
+    assert points.value.kind == "too_many_points"
+    with pytest.raises(RequestTooLarge) as cells:
+        sweep(small, "tanh(tanh(x))*2", {}, vary=[Axis("x", 0, 1, 10)])
+    assert cells.value.kind == "sweep_too_large"
+
+
+@pytest.mark.parametrize(
+    ("bindings", "vary", "kind"),
+    [
+        ({}, [Axis("z", 0, 1, 2)], "unknown_variables"),
+        ({}, [Axis("x", 0, 1, 2)], "unbound_variables"),
+        ({"y": 1, "q": 2}, [Axis("x", 0, 1, 2)], "unknown_variables"),
+        ({"y": 1}, [Axis("x", 0, 1, 2), Axis("x", 0, 1, 2)], "invalid_binding"),
+        ({"y": 1}, [Axis("x", 0, math.inf, 2)], "invalid_binding"),
+    ],
+)
+def test_bad_bindings_are_refused(bindings: dict, vary: list[Axis], kind: str) -> None:
+    with pytest.raises(BindingError) as error:
+        sweep(EVALUATOR, "x * y", bindings, vary=vary)
+    assert error.value.kind == kind
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, "1", None, True, 10**400])
+def test_values_that_are_not_finite_numbers_are_refused(value: Any) -> None:
+    with pytest.raises(BindingError) as bound:
+        sweep(EVALUATOR, "x * y", {"y": value}, vary=[Axis("x", 0, 1, 2)])
+    assert (bound.value.kind, bound.value.variables) == ("invalid_binding", ["y"])
+    with pytest.raises(BindingError) as point:
+        sweep(EVALUATOR, "x * y", {"y": 1}, points=[{"x": 1}, {"x": value}])
+    assert (point.value.kind, point.value.variables) == ("invalid_binding", ["x"])
+
+
+def test_a_point_without_a_value_is_refused() -> None:
+    with pytest.raises(BindingError) as error:
+        sweep(EVALUATOR, "x * y", {"y": 1}, points=[{"x": 1}, {"y": 2}])
+    assert error.value.kind == "unbound_variables"
+
+
+# -- the exact elementwise functions ------------------------------------------------------------
+
+
+def test_tanh_and_power_match_the_c_library_bit_for_bit() -> None:
+    rng = np.random.default_rng(7)
+    edges = [0.0, -0.0, 1e-20, -5e-324, 1e-300, 2.0**-55, 1.0, -1.0, 22.0, 25.0, -400.0, 1e300]
+    x = np.concatenate([rng.uniform(-30, 30, 2000), rng.normal(0, 1e-3, 2000), edges])
+    with np.errstate(over="ignore"):
+        assert tanh(x).tolist() == [math.tanh(v) for v in x]
+    y = np.abs(x[np.abs(x) < 100]) + 1e-3
+    for k in (2.0, -1.0, 0.5, 3.0, -2.5):
+        assert power(y, k).tolist() == [v**k for v in y]
+
+
+# -- the command line ---------------------------------------------------------------------------
+
+
+def test_cli_sweep_json_svg_and_errors(
+    capsysbinary: pytest.CaptureFixture[bytes], tmp_path: Any
+) -> None:
+    from service.cli import main
+
+    assert main(["sweep", "log(x) * y", "y=2", "--vary", "x:-1:1:5"]) == 0
+    document = json.loads(capsysbinary.readouterr().out)
+    assert document["value"][3:] == [-1.3862943611198906, 0.0]
+    assert [e["kind"] for e in document["errors"]] == ["log_domain"] * 3
+    assert main(["sweep", "x*y", "--vary", "x:0:1:3", "--vary", "y:0:1:2"]) == 0
+    assert json.loads(capsysbinary.readouterr().out)["value"] == [[0, 0], [0, 0.5], [0, 1]]
+    assert main(["sweep", "a / b", "a=1", "--point", "b=2", "--point", "b=4"]) == 0
+    assert json.loads(capsysbinary.readouterr().out)["value"] == [0.5, 0.25]
+    target = tmp_path / "plot.svg"
+    assert main(["sweep", "-x * tanh(x)", "--vary", "x:-3:3:50", "--format", "svg",
+                 "--save", str(target)]) == 0  # fmt: skip
+    assert b"<svg" in target.read_bytes()
+    assert main(["sweep", "x * z", "--vary", "x:0:1:3"]) == 2
+    problem = json.loads(capsysbinary.readouterr().out)
+    assert problem["type"].endswith("/unbound-variables")
+    assert main(["eval", "(a + b) * c", "a=2", "b=-3", "c=10", "--format", "mermaid"]) == 0
+    assert capsysbinary.readouterr().out.startswith(b"flowchart LR")
+
+
+# -- programs -----------------------------------------------------------------------------------
+
+SHIPPING = """
+base_fee = Value(50.0)          # base delivery fee
+weight = Value(3.0)             # parcel weight, kg
+distance = Value(12.0)          # distance, km
+discount = Value(-8.0)          # seasonal discount
+weight_fee = weight * 15.0
+distance_fee = distance * 2.0
+raw_cost = base_fee + weight_fee + distance_fee + discount
+cost = raw_cost.relu()
+"""
+
+
+@st.composite
+def programs(draw: st.DrawFn) -> str:
+    """A program over a, b and c whose statements share and reassign names, as micrograd code
+    does: each statement may use the inputs and every name assigned before it."""
+    names: list[str] = []
+    lines = []
+    for i in range(draw(st.integers(1, 4))):
+        text = draw(expressions())
+        for name in names:  # sometimes read an earlier result instead of an input
+            if draw(st.booleans()):
+                text = f"({text}) * {name}" if draw(st.booleans()) else f"{name} + ({text})"
+        target = draw(st.sampled_from([f"t{i}", *names[-1:]]))
+        op = draw(st.sampled_from(["=", "+=", "*="])) if target in names else "="
+        lines.append(f"{target} {op} {text}")
+        if target not in names:
+            names.append(target)
+    return "\n".join(lines)
+
+
+@sweep_settings
+@given(programs(), numbers, numbers, st.integers(1, 12), st.data())
+def test_programs_match_the_engine_at_every_point(
+    program: str, start: float, stop: float, count: int, data: st.DataObject
+) -> None:
+    variables = compiles(program)
+    if not variables:
+        return
+    varied = data.draw(st.sampled_from(variables))
+    bindings = {name: data.draw(numbers) for name in variables if name != varied}
+    document = sweep(EVALUATOR, program, bindings, vary=[Axis(varied, start, stop, count)])
+    for i, x in enumerate(document["axes"][varied]):
+        check_point(document, program, {**bindings, varied: x}, i, document["value"][i])
+
+
+def test_the_shipping_cost_program_over_its_weight() -> None:
+    document = sweep(EVALUATOR, SHIPPING, {}, vary=[Axis("weight", -4, 4, 9)])
+    # raw cost is 50 + 15 w + 24 - 8 = 66 + 15 w: positive from w = -4 on, so relu passes it
+    assert document["value"] == [66.0 + 15 * w for w in range(-4, 5)]
+    assert document["gradients"]["weight"] == [15.0] * 9
+    assert document["gradients"]["distance"] == [2.0] * 9
+    assert set(document["gradients"]) == {"base_fee", "weight", "distance", "discount"}
+    below = sweep(EVALUATOR, SHIPPING, {}, vary=[Axis("discount", -139, -99, 3)])
+    # 50 + 45 + 24 + d: -20 at d = -139 (relu: 0, gradient 0), 0 at d = -119 (gradient 0 at 0)
+    assert below["value"] == [0.0, 0.0, 20.0]
+    assert below["gradients"]["discount"] == [0.0, 0.0, 1.0]
+    for i, d in enumerate(below["axes"]["discount"]):
+        check_point(below, SHIPPING, {"discount": d}, i, below["value"][i])
+
+
+def test_a_program_output_and_shared_nodes() -> None:
+    program = "z = x * y\nq = z + x\nw = q * z"
+    document = sweep(EVALUATOR, program, {"y": 2.0}, vary=[Axis("x", -1, 1, 5)], output="q")
+    assert document["value"] == [-3.0, -1.5, 0.0, 1.5, 3.0]  # q = 3x at y = 2
+    assert document["gradients"]["x"] == [3.0] * 5
+    shared = sweep(EVALUATOR, program, {"y": 2.0}, vary=[Axis("x", -1, 1, 5)])
+    for i, x in enumerate(shared["axes"]["x"]):
+        check_point(shared, program, {"x": x, "y": 2.0}, i, shared["value"][i])
+
+
+def test_a_failure_is_named_where_the_engine_stops() -> None:
+    # Both logs fail at x = -1; the engine computes the right operand's statement first only
+    # if the program says so, and the sweep reports the same one.
+    program = "p = log(x)\nq = (x - 1) ** -1\nr = q * p"
+    document = sweep(EVALUATOR, program, {}, points=[{"x": 1.0}, {"x": -1.0}, {"x": 0.0}])
+    for i, x in enumerate([1.0, -1.0, 0.0]):
+        check_point(document, program, {"x": x}, i, document["value"][i])
+
+
+def test_the_tape_has_every_primitive_of_the_operation_table() -> None:
+    # A derived operation reaches the tape as the primitives micrograd builds it from, so the
+    # tape needs an array rule for exactly the primitives; a new one must be added there too.
+    from service.operations import OPERATIONS
+    from service.tape import FORWARD
+
+    assert set(FORWARD) == {op.name for op in OPERATIONS if op.primitive}
+
+
+def test_a_failed_point_says_where_in_the_program() -> None:
+    document = sweep(EVALUATOR, "y = x * 2\nz = log(y)", {}, points=[{"x": -1.0}])
+    [error] = document["errors"]
+    assert error["position"] == {"start": 14, "end": 20, "line": 2, "column": 5}
+    assert error["kind"] == "log_domain" and error["message"] == "log of a non-positive number (-2)"
