@@ -8,7 +8,16 @@ from typing import Any
 from flask import Flask, Response, request
 from flask_cors import CORS
 
-from service.api import EXTENSION, docs, gradients, graph, health, logs, operations
+from service.api import (
+    EXTENSION,
+    derivatives,
+    docs,
+    gradients,
+    graph,
+    health,
+    logs,
+    operations,
+)
 from service.api.config import (
     DEFAULTS,
     ENVIRONMENT_PREFIX,
@@ -22,7 +31,7 @@ from service.api.problems import ProblemApi
 from service.api.request import REQUEST_ID_HEADER, ApiRequest, StrictJSONProvider
 from service.evaluator import Evaluator
 
-RESOURCES = (gradients.blp, graph.blp, operations.blp, health.blp)
+RESOURCES = (gradients.blp, graph.blp, derivatives.blp, operations.blp, health.blp)
 PREFLIGHT_MAX_AGE = 3600  # seconds a browser may reuse a CORS preflight: one per slider session
 
 

@@ -1,4 +1,5 @@
-"""Command line: `python -m service eval "(a + b) * c" a=2 b=-3 c=10` prints the document."""
+"""Command line: `python -m service eval "(a + b) * c" a=2 b=-3 c=10` prints the document;
+`python -m service derivatives "(a + b) * c" a=2 b=-3 c=10` each derivative three ways."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 import sys
 from collections.abc import Sequence
 
+from service.derivatives import Differentiator
 from service.errors import AutogradError
 from service.evaluator import DEFAULT_GRANULARITY, GRANULARITIES, Evaluator
 
@@ -32,7 +34,30 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("bindings", nargs="*", type=_binding, metavar="NAME=NUMBER")
     evaluate.add_argument("--granularity", choices=GRANULARITIES, default=DEFAULT_GRANULARITY)
     evaluate.add_argument("--indent", type=int, default=2, help="JSON indent (0: one line)")
+    differentiate = commands.add_parser(
+        "derivatives", help="each derivative three ways: reverse mode, symbolic and numeric"
+    )
+    differentiate.add_argument("expression", help='for example "(a + b) * c"')
+    differentiate.add_argument("bindings", nargs="*", type=_binding, metavar="NAME=NUMBER")
+    differentiate.add_argument(
+        "--variable",
+        dest="variables",
+        action="append",
+        metavar="NAME",
+        help="differentiate by NAME only (repeat for more); all variables by default",
+    )
+    differentiate.add_argument(
+        "--h", type=float, default=None, help="step of the difference quotients"
+    )
+    differentiate.add_argument("--indent", type=int, default=2, help="JSON indent (0: one line)")
     return parser
+
+
+def _run(args: argparse.Namespace) -> dict:
+    bindings = dict(args.bindings)
+    if args.command == "derivatives":
+        return Differentiator().differentiate(args.expression, bindings, args.variables, args.h)
+    return Evaluator().evaluate(args.expression, bindings, args.granularity)
 
 
 def _parse_arguments(argv: Sequence[str]) -> argparse.Namespace:
@@ -58,7 +83,7 @@ def _parse_arguments(argv: Sequence[str]) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parse_arguments(sys.argv[1:] if argv is None else list(argv))
     try:
-        document = Evaluator().evaluate(args.expression, dict(args.bindings), args.granularity)
+        document = _run(args)
     except AutogradError as error:
         # The problem as JSON for scripts, and for people the text with the fault underlined.
         print(json.dumps({"error": error.as_dict()}, indent=args.indent or None))

@@ -142,6 +142,29 @@ def test_expression_problems_come_from_graph_too(client: FlaskClient) -> None:
     )
 
 
+def test_symbolic_problems_come_from_derivatives() -> None:
+    client = create_app(
+        {"TESTING": True, "MAX_SYMBOLIC_NODES": 3, "SYMBOLIC_SECONDS": 0.2}
+    ).test_client()
+    large = "a * b * c * d * e"
+    body = {"expression": large, "bindings": dict.fromkeys("abcde", 1)}
+    problem(
+        client.post("/v1/derivatives", json=body),
+        "symbolic-too-large",
+        limit="max_symbolic_nodes",
+        maximum=3,
+        position=at(0, len(large)),
+    )
+    nested = "tanh(" * 3 + "a" + ")" * 3
+    roomy = create_app({"TESTING": True, "SYMBOLIC_SECONDS": 0.01}).test_client()
+    body = {"expression": "tanh(" * 60 + "a" + ")" * 60, "bindings": {"a": 0.5}}
+    detail = problem(roomy.post("/v1/derivatives", json=body), "symbolic-too-expensive")["detail"]
+    assert "0.01 s" in detail
+    # Below the bounds, the same service answers.
+    small = {"expression": nested, "bindings": {"a": 0.5}}
+    assert client.post("/v1/derivatives", json=small).status_code == 200
+
+
 def test_a_domain_problem_in_a_constant_part_has_no_node(client: FlaskClient) -> None:
     body = problem(
         client.post("/v1/gradients", json={"expression": "log(0) + a", "bindings": {"a": 1}}),

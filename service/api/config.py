@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from service.derivatives import DEFAULT_SYMBOLIC_LIMITS, SymbolicLimits
 from service.limits import DEFAULT_LIMITS, Limits
 
 ENVIRONMENT_PREFIX = "AUTOGRAD"
@@ -23,6 +24,8 @@ SETTINGS: dict[str, tuple[Any, str]] = {
     "CACHE_NODES": (60_000, "graph nodes of all cached expressions together, per worker"),
     "CORS_ORIGINS": ("*", "origins browsers may call from: `*` or a comma-separated list"),
     "LOG_LEVEL": ("info", "level of the service's JSON log lines on stderr"),
+    "MAX_SYMBOLIC_NODES": (DEFAULT_SYMBOLIC_LIMITS.max_nodes, "operators of a formula sympy gets"),
+    "SYMBOLIC_SECONDS": (DEFAULT_SYMBOLIC_LIMITS.seconds, "time for one request's symbolic work"),
 }
 DEFAULTS: dict[str, Any] = {name: default for name, (default, _) in SETTINGS.items()}
 
@@ -34,6 +37,14 @@ def limits_from(config: Mapping[str, Any]) -> Limits:
             name: _positive(config, name.upper(), type(getattr(DEFAULT_LIMITS, name)))
             for name in Limits.names()
         }
+    )
+
+
+def symbolic_limits(config: Mapping[str, Any]) -> SymbolicLimits:
+    """The bounds of symbolic differentiation from the configuration."""
+    return SymbolicLimits(
+        max_nodes=_positive(config, "MAX_SYMBOLIC_NODES", int),
+        seconds=_positive(config, "SYMBOLIC_SECONDS", float, minimum=0.001),
     )
 
 

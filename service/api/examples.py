@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from service.derivatives import Differentiator
 from service.errors import AutogradError
 from service.evaluator import Evaluator
 
@@ -12,6 +13,7 @@ LESSON_EXPRESSION = "(a + b) * c"
 LESSON_BINDINGS = {"a": 2, "b": -3, "c": 10}
 GRADIENTS_REQUEST = {"expression": LESSON_EXPRESSION, "bindings": LESSON_BINDINGS}
 GRAPH_REQUEST = {"expression": LESSON_EXPRESSION}
+DERIVATIVES_REQUEST = {"expression": LESSON_EXPRESSION, "bindings": LESSON_BINDINGS}
 
 # Requests the core refuses, one of each family, shown as examples of a 422 problem.
 REFUSED = {
@@ -25,6 +27,11 @@ def gradients_document() -> dict[str, Any]:
     # The API reads every binding as a float, as the command line does.
     bindings = {name: float(value) for name, value in LESSON_BINDINGS.items()}
     return Evaluator().evaluate(LESSON_EXPRESSION, bindings)
+
+
+def derivatives_document() -> dict[str, Any]:
+    bindings = {name: float(value) for name, value in LESSON_BINDINGS.items()}
+    return Differentiator().differentiate(LESSON_EXPRESSION, bindings)
 
 
 def graph_document() -> dict[str, Any]:

@@ -34,6 +34,9 @@ KINDS: dict[str, tuple[int, str]] = {
     "complex-result": (422, "Complex result"),
     "overflow": (422, "Overflow"),
     "non-finite": (422, "Non-finite gradient"),
+    # Symbolic differentiation past its bounds (core: service.derivatives).
+    "symbolic-too-large": (422, "Too large for symbolic differentiation"),
+    "symbolic-too-expensive": (422, "Symbolic differentiation took too long"),
     # The request itself, before the core sees it.
     "malformed-json": (400, "Malformed JSON"),
     "bad-request": (400, "Bad request"),
