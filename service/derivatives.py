@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 import sympy
@@ -35,6 +36,7 @@ from service.parser import ParsedExpression
 
 SYMBOLIC_TOO_LARGE = "symbolic_too_large"
 SYMBOLIC_TOO_EXPENSIVE = "symbolic_too_expensive"
+SYMBOLIC_KINDS = (SYMBOLIC_TOO_LARGE, SYMBOLIC_TOO_EXPENSIVE)  # refusals of symbolic work
 _SIMPLIFY_OVERRUN = "simplify_overrun"  # never leaves this module: the formula stays unsimplified
 
 # The default step of the difference quotients, relative to max(1, |x|). A central difference
@@ -91,6 +93,7 @@ class Differentiator:
     ) -> None:
         self.evaluator = evaluator or Evaluator()
         self.limits = limits
+        _warm_up()
 
     def differentiate(
         self,
@@ -203,7 +206,7 @@ class Differentiator:
         for name in chosen:
             derivative = sympy.diff(function, sympy.Symbol(name, real=True))
             operations = int(sympy.count_ops(derivative))
-            if operations <= self.limits.simplify_operations and simplify_left > 0:
+            if 0 < operations <= self.limits.simplify_operations and simplify_left > 0:
                 derivative, operations, spent = _simplified(derivative, operations, simplify_left)
                 simplify_left -= spent
             derivatives[name] = {
@@ -217,6 +220,14 @@ class Differentiator:
             "operations": int(sympy.count_ops(function)),
             "derivatives": derivatives,
         }
+
+
+@cache
+def _warm_up() -> None:
+    """Run `simplify` once: its first call imports half of sympy (0.4 s), which would otherwise
+    be charged to the first request's short simplification budget."""
+    x = sympy.Symbol("x", real=True)
+    sympy.simplify(2 * x / (x - 1) - (x**2 - 1) / (x - 1) ** 2 + sympy.tanh(x) * sympy.exp(x))
 
 
 def _chosen(parsed: ParsedExpression, variables: Sequence[str] | None) -> list[str]:
@@ -257,9 +268,15 @@ def _simplified(
             raise  # the request's symbolic budget ran out meanwhile: that one is reported
         return derivative, operations, time.monotonic() - start
     spent = time.monotonic() - start
-    # Strictly smaller only: sympy's equally long forms bring in functions the language lacks
-    # (`1/cosh(a)**2` for `1 - tanh(a)**2`).
-    return (simpler, size, spent) if size < operations else (derivative, operations, spent)
+    # Kept only when shorter, and written with the functions the derivative already used: a
+    # learner should recognise `1 - tanh(a)**2`, which sympy would write with `cosh(a)`.
+    if size < operations and _functions(simpler) <= _functions(derivative):
+        return simpler, size, spent
+    return derivative, operations, spent
+
+
+def _functions(expression: sympy.Expr) -> set[type]:
+    return {type(call) for call in expression.atoms(sympy.Function)}
 
 
 def exact_value(derivative: sympy.Expr, at: Mapping[sympy.Symbol, sympy.Rational]) -> float | None:

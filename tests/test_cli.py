@@ -104,3 +104,30 @@ def test_python_dash_m_service() -> None:
     )
     assert finished.returncode == 0, finished.stderr
     check_lesson(json.loads(finished.stdout))
+
+
+def test_derivatives_three_ways(capsys: pytest.CaptureFixture[str]) -> None:
+    status, document, _ = run(["derivatives", "(a + b) * c", "a=2", "b=-3", "c=10"], capsys)
+    assert status == 0
+    assert document["agree"] is True
+    items = {item["variable"]: item for item in document["derivatives"]}
+    assert [items[n]["reverse_mode"] for n in "abc"] == [10.0, 10.0, -1.0]
+    assert items["c"]["symbolic"]["text"] == "a + b"
+    assert items["c"]["numeric"]["central"] == pytest.approx(-1.0)
+
+
+def test_derivatives_by_chosen_variables_with_a_step(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["derivatives", "-a*b", "--variable", "b", "--h", "0.5", "a=2", "b=3"]
+    status, document, _ = run(argv, capsys)
+    assert status == 0
+    (item,) = document["derivatives"]
+    assert item["variable"] == "b"
+    assert item["numeric"]["h"] == 0.5
+    assert item["symbolic"] == {"text": "-a", "latex": "- a", "value": -2.0, "operations": 1}
+
+
+def test_derivatives_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    status, printed, err = run(["derivatives", "a", "a=1", "--variable", "b"], capsys)
+    assert status != 0
+    assert printed["error"]["kind"] == "unknown_variables"
+    assert "unknown_variables" in err

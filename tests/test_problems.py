@@ -13,6 +13,7 @@ from flask.testing import FlaskClient
 from service.api.kinds import HTTP_KINDS, KINDS, slug, type_uri
 from service.api.logs import JsonFormatter
 from service.app import create_app
+from service.derivatives import SYMBOLIC_KINDS
 from service.errors import BINDING_KINDS, DOMAIN_KINDS, EXPRESSION_KINDS, LIMIT_KINDS, BindingError
 
 # Small limits, so each limit is easy to exceed.
@@ -399,7 +400,16 @@ def test_an_unexpected_error_in_the_core_is_an_internal_error(
 
 
 def test_the_table_has_every_kind_of_the_core_and_every_http_kind() -> None:
-    core = {slug(kind) for kind in (*EXPRESSION_KINDS, *LIMIT_KINDS, *BINDING_KINDS, *DOMAIN_KINDS)}
+    core = {
+        slug(kind)
+        for kind in (
+            *EXPRESSION_KINDS,
+            *LIMIT_KINDS,
+            *BINDING_KINDS,
+            *DOMAIN_KINDS,
+            *SYMBOLIC_KINDS,
+        )
+    }
     assert core <= KINDS.keys()
     assert set(HTTP_KINDS.values()) <= KINDS.keys()
     assert all(KINDS[kind][0] == status for status, kind in HTTP_KINDS.items())

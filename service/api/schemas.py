@@ -287,6 +287,18 @@ class ProblemSchema(Schema):
 # -- POST /v1/derivatives -----------------------------------------------------------------------
 
 
+class FiniteNumber(fields.Float):
+    """A JSON number that is a finite float; not a string of digits, not a boolean."""
+
+    def _deserialize(
+        self, value: Any, attr: str | None, data: Mapping[str, Any] | None, **kwargs: Any
+    ) -> float:
+        number = _finite(value)
+        if number is None:
+            raise ValidationError(f"must be a finite number, not {_json_name(value)}")
+        return super()._deserialize(number, attr, data, **kwargs)
+
+
 class DerivativesRequestSchema(Schema):
     expression = _expression()
     bindings = Bindings(
@@ -302,9 +314,8 @@ class DerivativesRequestSchema(Schema):
             "The derivatives come in the order the variables are first used."
         },
     )
-    h = fields.Float(
+    h = FiniteNumber(
         load_default=None,
-        allow_nan=False,
         validate=validate.Range(min=0, min_inclusive=False),
         metadata={
             "description": "The step of the difference quotients, the same for every variable. "
