@@ -224,10 +224,18 @@ class Differentiator:
 
 @cache
 def _warm_up() -> None:
-    """Run `simplify` once: its first call imports half of sympy (0.4 s), which would otherwise
-    be charged to the first request's short simplification budget."""
+    """Run every step once, outside any budget: sympy imports much of itself on first use
+    (`simplify` alone 0.4 s), which would be charged to the first request's budgets, and an
+    import interrupted by a budget could leave a module half made for every later request."""
+    from service.symbolic import relu
+
     x = sympy.Symbol("x", real=True)
-    sympy.simplify(2 * x / (x - 1) - (x**2 - 1) / (x - 1) ** 2 + sympy.tanh(x) * sympy.exp(x))
+    sympy.simplify(2 * x / (x - 1) - (x**2 - 1) / (x - 1) ** 2)
+    formula = sympy.tanh(x) * sympy.exp(x) * sympy.log(x) * relu(x) + sympy.Float(0.5) * x**1.5
+    derivative = sympy.diff(formula, x)
+    sympy.count_ops(derivative)
+    text(derivative), latex(derivative)
+    exact_value(derivative, {x: sympy.Rational(0.75)})
 
 
 def _chosen(parsed: ParsedExpression, variables: Sequence[str] | None) -> list[str]:
