@@ -11,15 +11,9 @@ from __future__ import annotations
 
 import math
 import sys
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache
-from typing import Any
-
-import sympy
-from sympy.printing.latex import LatexPrinter
-from sympy.printing.str import StrPrinter
+from typing import TYPE_CHECKING, Any
 
 from service.budget import time_budget
 from service.engine import Value
@@ -30,14 +24,16 @@ from service.errors import (
     DomainError,
     LimitExceeded,
 )
-from service.evaluator import Evaluator
+from service.evaluator import Compiled, Evaluator
 from service.i18n import _
 from service.parser import ParsedExpression
+
+if TYPE_CHECKING:
+    from types import ModuleType
 
 SYMBOLIC_TOO_LARGE = "symbolic_too_large"
 SYMBOLIC_TOO_EXPENSIVE = "symbolic_too_expensive"
 SYMBOLIC_KINDS = (SYMBOLIC_TOO_LARGE, SYMBOLIC_TOO_EXPENSIVE)  # refusals of symbolic work
-_SIMPLIFY_OVERRUN = "simplify_overrun"  # never leaves this module: the formula stays unsimplified
 
 # The default step of the difference quotients, relative to max(1, |x|). A central difference
 # errs by about h² |f'''| / 6 (truncation) plus eps |f| / h (rounding); the sum is smallest at
@@ -93,7 +89,6 @@ class Differentiator:
     ) -> None:
         self.evaluator = evaluator or Evaluator()
         self.limits = limits
-        _warm_up()
 
     def differentiate(
         self,
@@ -176,10 +171,17 @@ class Differentiator:
         self, parsed: ParsedExpression, chosen: list[str], bindings: Mapping[str, float]
     ) -> dict[str, Any]:
         """The expression's LaTeX and size, and each derivative as text, LaTeX, exact value and
-        size; all within one time budget."""
+        size (see `service.formulas`); all within one time budget."""
+        formulas = _formulas()
         try:
             with time_budget(self.limits.seconds, SYMBOLIC_TOO_EXPENSIVE):
-                return self._symbolic(parsed, chosen, bindings)
+                return formulas.derivatives(
+                    parsed,
+                    chosen,
+                    bindings,
+                    self.limits.simplify_operations,
+                    self.limits.seconds * self.limits.simplify_share,
+                )
         except BudgetExceeded as overrun:
             if overrun.kind != SYMBOLIC_TOO_EXPENSIVE:
                 raise  # an enclosing budget (the whole request's) ran out: that one is reported
@@ -194,48 +196,13 @@ class Differentiator:
                 self.limits.max_nodes,
             ) from None
 
-    def _symbolic(
-        self, parsed: ParsedExpression, chosen: list[str], bindings: Mapping[str, float]
-    ) -> dict[str, Any]:
-        function = parsed.sympy
-        # The bindings as exact rationals: every float is a binary fraction, so this is the
-        # point the engine computed at, with no rounding of its own.
-        at = {sympy.Symbol(n, real=True): sympy.Rational(v) for n, v in bindings.items()}
-        simplify_left = self.limits.seconds * self.limits.simplify_share
-        derivatives = {}
-        for name in chosen:
-            derivative = sympy.diff(function, sympy.Symbol(name, real=True))
-            operations = int(sympy.count_ops(derivative))
-            if 0 < operations <= self.limits.simplify_operations and simplify_left > 0:
-                derivative, operations, spent = _simplified(derivative, operations, simplify_left)
-                simplify_left -= spent
-            derivatives[name] = {
-                "text": text(derivative),
-                "latex": latex(derivative),
-                "value": exact_value(derivative, at),
-                "operations": operations,
-            }
-        return {
-            "latex": latex(function),
-            "operations": int(sympy.count_ops(function)),
-            "derivatives": derivatives,
-        }
 
+def _formulas() -> ModuleType:
+    """sympy's side, imported and run once on first use, before any budget is in force."""
+    from service import formulas
 
-@cache
-def _warm_up() -> None:
-    """Run every step once, outside any budget: sympy imports much of itself on first use
-    (`simplify` alone 0.4 s), which would be charged to the first request's budgets, and an
-    import interrupted by a budget could leave a module half made for every later request."""
-    from service.symbolic import relu
-
-    x = sympy.Symbol("x", real=True)
-    sympy.simplify(2 * x / (x - 1) - (x**2 - 1) / (x - 1) ** 2)
-    formula = sympy.tanh(x) * sympy.exp(x) * sympy.log(x) * relu(x) + sympy.Float(0.5) * x**1.5
-    derivative = sympy.diff(formula, x)
-    sympy.count_ops(derivative)
-    text(derivative), latex(derivative)
-    exact_value(derivative, {x: sympy.Rational(0.75)})
+    formulas.warm_up()
+    return formulas
 
 
 def _chosen(parsed: ParsedExpression, variables: Sequence[str] | None) -> list[str]:
@@ -258,48 +225,12 @@ def _chosen(parsed: ParsedExpression, variables: Sequence[str] | None) -> list[s
     return [name for name in parsed.variables if name in asked]
 
 
-def _simplified(
-    derivative: sympy.Expr, operations: int, seconds: float
-) -> tuple[sympy.Expr, int, float]:
-    """sympy's simplification within `seconds`, kept only if smaller: (formula, size, time spent).
-
-    `simplify` tries rewrites whose cost is hard to foresee, so it gets a budget of its own, and
-    an overrun leaves the derivative as `diff` gave it.
-    """
-    start = time.monotonic()
-    try:
-        with time_budget(seconds, _SIMPLIFY_OVERRUN):
-            simpler = sympy.simplify(derivative)
-            size = int(sympy.count_ops(simpler))
-    except BudgetExceeded as overrun:
-        if overrun.kind != _SIMPLIFY_OVERRUN:
-            raise  # the request's symbolic budget ran out meanwhile: that one is reported
-        return derivative, operations, time.monotonic() - start
-    spent = time.monotonic() - start
-    # Kept only when shorter, and written with the functions the derivative already used: a
-    # learner should recognise `1 - tanh(a)**2`, which sympy would write with `cosh(a)`.
-    if size < operations and _functions(simpler) <= _functions(derivative):
-        return simpler, size, spent
-    return derivative, operations, spent
-
-
-def _functions(expression: sympy.Expr) -> set[type]:
-    return {type(call) for call in expression.atoms(sympy.Function)}
-
-
-def exact_value(derivative: sympy.Expr, at: Mapping[sympy.Symbol, sympy.Rational]) -> float | None:
-    """The derivative at the point, computed exactly and then rounded to a float; None where it
-    is not a finite real number (the engine's rounding can step off a singular point)."""
-    exact = derivative.xreplace(at)
-    number = sympy.N(exact, 30)
-    if not (number.is_real and number.is_finite):
-        return None
-    value = float(number)
-    return value if math.isfinite(value) else None
-
-
 def _numeric(
-    evaluator: Evaluator, compiled: Any, bindings: Mapping[str, float], name: str, h: float | None
+    evaluator: Evaluator,
+    compiled: Compiled,
+    bindings: Mapping[str, float],
+    name: str,
+    h: float | None,
 ) -> dict[str, Any]:
     """Central and forward difference quotients of the engine's own function along `name`."""
     x = bindings[name]
@@ -317,12 +248,14 @@ def _numeric(
     return {"h": h, "central": _finite(central), "forward": _finite(forward)}
 
 
-def _value_at(evaluator: Evaluator, compiled: Any, bindings: Mapping[str, float]) -> float | None:
+def _value_at(
+    evaluator: Evaluator, compiled: Compiled, bindings: Mapping[str, float]
+) -> float | None:
     """The expression's value at `bindings`, or None where it is not defined (log of a
     negative step, an overflow): a difference quotient that needs it cannot be formed."""
     try:
         root, _results = compiled.build(evaluator.bind(compiled.parsed, bindings))
-    except DomainError:
+    except (DomainError, BindingError):  # BindingError: x + h overflowed to infinity
         return None
     return root.data if isinstance(root, Value) else float(root)
 
@@ -358,56 +291,3 @@ def _rounding_scale(document: dict[str, Any]) -> float:
     for step in document["backward"]:
         numbers += [abs(send["contribution"]) for send in step["sends"]]
     return max(numbers)
-
-
-# -- printing ---------------------------------------------------------------------------------
-
-
-def _float_text(value: sympy.Float) -> str:
-    """A float constant as Python writes it (0.1, not 0.10000000000000001): every constant of
-    the language is a double, and so is the shortest text that reads back as it."""
-    return repr(float(value))
-
-
-class _Text(StrPrinter):
-    """sympy's own syntax, with floats written the shortest way."""
-
-    def _print_Float(self, expr: sympy.Float) -> str:
-        return _float_text(expr)
-
-
-class _Latex(LatexPrinter):
-    """sympy's LaTeX, with relu's derivative as cases, plain floats and safe variable names."""
-
-    def _print_Float(self, expr: sympy.Float) -> str:
-        mantissa, _e, exponent = _float_text(expr).partition("e")
-        if not exponent:
-            return mantissa
-        return rf"{mantissa} \cdot 10^{{{int(exponent)}}}"
-
-    def _print_Heaviside(self, expr: sympy.Heaviside, exp: Any = None) -> str:
-        # The engine's relu has derivative 1 for x > 0 and 0 otherwise (H(0) = 0).
-        condition = self._print(sympy.StrictGreaterThan(expr.args[0], 0))
-        cases = rf"1 & \text{{if }} {condition} \\ 0 & \text{{otherwise}}"
-        tex = rf"\begin{{cases}} {cases} \end{{cases}}"
-        if exp is not None:
-            return rf"\left({tex}\right)^{{{exp}}}"
-        # Standing alone it needs no brackets; as a factor or a term it does.
-        return rf"\left({tex}\right)" if self._print_level > 1 else tex
-
-    def _print_Symbol(self, expr: sympy.Symbol, style: str = "plain") -> str:
-        name = expr.name
-        # sympy reads `x_1` as x subscript 1 and `alpha` as the Greek letter; names it would
-        # turn into broken LaTeX (`_t`, `a__b`, `t_`) are written out as they are.
-        if name.startswith("_") or name.endswith("_") or "__" in name:
-            return r"\mathit{" + name.replace("_", r"\_") + "}"
-        return super()._print_Symbol(expr, style)
-
-
-def text(expression: sympy.Expr) -> str:
-    """The formula in sympy's syntax, e.g. `c*Heaviside(a*b, 0)`."""
-    return _Text().doprint(expression)
-
-
-def latex(expression: sympy.Expr) -> str:
-    return _Latex().doprint(expression)

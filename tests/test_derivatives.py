@@ -2,27 +2,24 @@
 
 from __future__ import annotations
 
+import json
 import math
+import subprocess
 import sys
 import time
 from typing import Any
 
 import pytest
 import sympy
+from conftest import make_app
 from hypothesis import assume, example, given, note, settings
 from reference_micrograd import Case, cases
 
-from service.api.config import DEFAULTS
-from service.app import create_app
-from service.derivatives import (
-    CENTRAL_STEP,
-    Differentiator,
-    SymbolicLimits,
-    exact_value,
-    latex,
-)
+from service.api.examples import DERIVATIVES_DOCUMENT
+from service.derivatives import CENTRAL_STEP, Differentiator, SymbolicLimits
 from service.errors import BindingError, BudgetExceeded, DomainError, LimitExceeded
 from service.evaluator import Evaluator
+from service.formulas import exact_value, latex
 from service.parser import parse
 
 differentiator = Differentiator()
@@ -64,6 +61,10 @@ def test_the_lesson() -> None:
         "symbolic": {"expression_operations": 2, "derivative_operations": 1},
     }
     assert document["agree"] is True
+
+
+def test_the_spec_example_is_what_the_service_answers() -> None:
+    assert differentiate(**LESSON) == DERIVATIVES_DOCUMENT
 
 
 def test_the_shipping_cost() -> None:
@@ -252,7 +253,7 @@ def test_errors_come_before_symbolic_work() -> None:
 
 
 def test_through_the_api() -> None:
-    client = create_app(DEFAULTS).test_client()
+    client = make_app().test_client()
     response = client.post("/v1/derivatives", json={**LESSON, "variables": ["c"], "h": 1e-3})
     assert response.status_code == 200
     document = response.get_json()
@@ -330,3 +331,23 @@ def test_reverse_mode_and_symbolic_agree(case: Case) -> None:
 def test_latex_renders_relu_with_exponent() -> None:
     a = sympy.Symbol("a", real=True)
     assert latex(sympy.Heaviside(a, 0) ** 2) == r"\left(" + CASES % "a" + r"\right)^{2}"
+
+
+@pytest.mark.slow
+def test_sympy_is_loaded_only_for_a_derivative() -> None:
+    # The rest of the service never needs sympy; the first derivative loads it.
+    program = """
+import json, sys
+from service.app import create_app
+client = create_app({"TESTING": True}).test_client()
+assert client.get("/openapi.json").status_code == 200
+before = "sympy" in sys.modules
+body = {"expression": "relu(a) * b", "bindings": {"a": 1, "b": 2}}
+assert client.post("/v1/derivatives", json=body).status_code == 200
+print(json.dumps([before, "sympy" in sys.modules]))
+"""
+    finished = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert finished.returncode == 0, finished.stderr
+    assert json.loads(finished.stdout) == [False, True]

@@ -9,7 +9,7 @@ from flask.blueprints import BlueprintSetupState
 
 from service.api import evaluator, json_response
 from service.api.config import symbolic_limits
-from service.api.examples import DERIVATIVES_REQUEST, derivatives_document
+from service.api.examples import DERIVATIVES_DOCUMENT, DERIVATIVES_REQUEST
 from service.api.problems import documents_problems
 from service.api.request import RESPONSE_HEADERS, Blueprint
 from service.api.schemas import DerivativesRequestSchema, DerivativesSchema
@@ -39,7 +39,7 @@ def differentiator() -> Differentiator:
 
 @blp.route("/derivatives", methods=["POST"])
 @blp.arguments(DerivativesRequestSchema(), example=DERIVATIVES_REQUEST)
-@blp.response(200, DerivativesSchema, example=derivatives_document(), headers=RESPONSE_HEADERS)
+@blp.response(200, DerivativesSchema, example=DERIVATIVES_DOCUMENT, headers=RESPONSE_HEADERS)
 @documents_problems(blp, 400, 413, 415)
 def derivatives(body: dict[str, Any]) -> Response:
     """Differentiate an expression three ways: reverse mode, symbolic and numeric
