@@ -167,5 +167,10 @@ def test_derivatives_by_chosen_variables_with_a_step(capsys: pytest.CaptureFixtu
 def test_derivatives_refused(capsys: pytest.CaptureFixture[str]) -> None:
     status, printed, err = run(["derivatives", "a", "a=1", "--variable", "b"], capsys)
     assert status != 0
-    assert printed["error"]["kind"] == "unknown_variables"
+    # The problem document the HTTP API answers with for the same request.
+    body = {"expression": "a", "bindings": {"a": 1}, "variables": ["b"]}
+    answered = make_app().test_client().post("/v1/derivatives", json=body).get_json()
+    assert printed == answered
+    assert printed["type"].endswith("/unknown-variables")
+    assert printed["variables"] == ["b"]
     assert "unknown_variables" in err

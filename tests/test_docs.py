@@ -20,6 +20,7 @@ def test_the_spec_is_served_as_json_and_yaml(client: FlaskClient) -> None:
     assert strict(as_json.data)["paths"].keys() == {
         "/v1/gradients",
         "/v1/graph",
+        "/v1/derivatives",
         "/v1/operations",
         "/healthz",
     }
