@@ -725,15 +725,14 @@ def app() -> Flask:
     # Every path once before the canary watches: lazy imports on first use are not the input's.
     check_lesson(client)
     assert client.post("/v1/graph", json={"expression": "a"}).status_code == 200
-    for expression in (
-        "relu(a * b) / c + tanh(log(a)) ** 0.5",
-        "a ** 9e15",
-        "tanh(" * 60 + "a" + ")" * 60,
+    # sympy loads on the first derivative; then once cut short by its budget.
+    for expression, bindings in (
+        ("relu(a * b) / c + tanh(log(a)) ** 2", {"a": 0.5, "b": 2, "c": 3}),
+        ("a ** 9e15", {"a": 0.5}),
     ):
-        client.post(
-            "/v1/derivatives",
-            json={"expression": expression, "bindings": {"a": 0.5, "b": 2, "c": 3}},
-        )
+        assert client.post(
+            "/v1/derivatives", json={"expression": expression, "bindings": bindings}
+        ).status_code in (200, 422)
     for case in (
         gradients("a +", "unexpected-end"),
         gradients("log(a)", "log-domain", {"a": 0}),
