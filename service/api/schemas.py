@@ -331,10 +331,11 @@ class DerivativesRequestSchema(Schema):
         load_default=None,
         validate=validate.Range(min=0, min_inclusive=False),
         metadata={
+            "exclusiveMinimum": 0,
             "description": "The step of the difference quotients, the same for every variable. "
             "When left out, each variable gets cbrt(machine epsilon) * max(1, |x|), about "
             "6e-6 * max(1, |x|): the step that balances a central difference's truncation "
-            "error against its rounding error."
+            "error against its rounding error.",
         },
     )
 
