@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,10 +12,11 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from service.api.config import DEFAULTS
+from service.api.examples import GRADIENTS_REQUEST
 from service.app import create_app
 
-# The lesson every front end starts with: (a + b) * c at a=2, b=-3, c=10.
-LESSON: dict[str, Any] = {"expression": "(a + b) * c", "bindings": {"a": 2, "b": -3, "c": 10}}
+# The lesson every front end starts with, as the spec shows it: (a + b) * c at a=2, b=-3, c=10.
+LESSON: dict[str, Any] = GRADIENTS_REQUEST
 LESSON_VALUE = -10
 LESSON_GRADIENTS = {"a": 10, "b": 10, "c": -1}
 
@@ -127,3 +129,18 @@ def check_lesson(client: FlaskClient, headers: Mapping[str, str] | None = None) 
     assert document["value"] == LESSON_VALUE
     assert document["gradients"] == LESSON_GRADIENTS
     return document
+
+
+SLOW_MODULE = "pytestmark = pytest.mark.slow"  # how a module marks all its tests slow
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    # The fast loop (`-m "not slow"`) does not even import a module that is slow as a whole:
+    # building its cases (the schemathesis run, hundreds of hostile bodies) takes seconds.
+    if "not slow" not in (config.option.markexpr or ""):
+        return None
+    if collection_path.suffix == ".py" and collection_path.name.startswith("test_"):
+        lines = collection_path.read_text(encoding="utf-8").splitlines()
+        if any(line.startswith(SLOW_MODULE) for line in lines):
+            return True
+    return None

@@ -169,6 +169,7 @@ def test_gradients_do_not_accumulate_across_backward_passes() -> None:
     assert (a.grad, b.grad, out.grad) == first
 
 
+@pytest.mark.slow
 def test_a_chain_deeper_than_the_recursion_limit() -> None:
     x = Value(0.5)
     y = x

@@ -36,6 +36,7 @@ def test_the_cache_is_bounded_by_entries() -> None:
     assert evaluator.cache_info()["hits"] == 1
 
 
+@pytest.mark.slow
 def test_the_cache_is_bounded_by_graph_nodes() -> None:
     evaluator = Evaluator(cache_size=100, cache_nodes=2_500)
     for offset in range(5):
@@ -55,6 +56,7 @@ def test_a_disabled_cache_keeps_nothing() -> None:
     assert evaluator.cache_info()["entries"] == 0
 
 
+@pytest.mark.slow
 def test_checking_many_bindings_takes_linear_time() -> None:
     # 5,000 variables: a name lookup per binding, not a scan of every variable per binding.
     expression = _sum(5_000)

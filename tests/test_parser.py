@@ -274,6 +274,7 @@ def test_sign_and_power_precedence_values() -> None:
     assert evaluate("a^2^3", at)["value"] == 3.0**8 == evaluate("a**8", at)["value"]
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(cases())
 def test_node_count_is_the_primitive_graph_size(case: Case) -> None:
@@ -309,12 +310,14 @@ def parses_or_refuses(text: str) -> None:
     assert time.perf_counter() - start < 1.0
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.text(max_size=120))
 def test_any_text_parses_or_is_refused(text: str) -> None:
     parses_or_refuses(text)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.sampled_from(ALPHABET), max_size=60))
 def test_any_token_stream_parses_or_is_refused(tokens: list[str]) -> None:
