@@ -100,40 +100,37 @@ class Differentiator:
         """Value, LaTeX, and each derivative three ways, with what each way cost."""
         compiled = self.evaluator.compile(expression)
         parsed = compiled.parsed
-        self.evaluator.bind(parsed, bindings)  # binding errors before any expensive work
+        # Binding errors before any expensive work; the point is every input's value.
+        point = {name: value.data for name, value in self.evaluator.bind(parsed, bindings).items()}
         chosen = _chosen(parsed, variables)
         self.check_size(parsed, expression)
         document = self.evaluator.evaluate(expression, bindings)
-        symbolic = self.symbolic(parsed, chosen, bindings)
-        numeric = {name: _numeric(self.evaluator, compiled, bindings, name, h) for name in chosen}
+        symbolic = self.symbolic(parsed, chosen, point)
         scale = _rounding_scale(document)
-        derivatives = []
+        derivatives, agree = [], True
         for name in chosen:
             reverse = document["gradients"][name]
             exact = symbolic["derivatives"][name]
+            numeric = _numeric(self.evaluator, compiled, point, name, h)
             derivatives.append(
                 {
                     "variable": name,
                     "reverse_mode": reverse,
                     "symbolic": exact,
-                    "numeric": _with_errors(numeric[name], exact["value"]),
-                    "agree": _agree(reverse, exact["value"], scale),
+                    "numeric": _with_errors(numeric, exact["value"]),
                 }
             )
+            agree = agree and _agree(reverse, exact["value"], scale)
         nodes = document["graph"]["nodes"]
-        operations = sum(1 for node in nodes if node["kind"] == "operation")
         return {
             "expression": expression,
             "latex": symbolic["latex"],
             "value": document["value"],
-            "derivatives": [
-                {key: value for key, value in item.items() if key != "agree"}
-                for item in derivatives
-            ],
+            "derivatives": derivatives,
             "cost": {
                 "reverse_mode": {
                     "nodes": len(nodes),
-                    "forward_steps": operations,
+                    "forward_steps": sum(1 for node in nodes if node["kind"] == "operation"),
                     "backward_steps": sum(len(step["sends"]) for step in document["backward"]),
                 },
                 "numeric": {
@@ -147,7 +144,7 @@ class Differentiator:
                     ),
                 },
             },
-            "agree": all(item["agree"] for item in derivatives),
+            "agree": agree,
         }
 
     def check_size(self, parsed: ParsedExpression, expression: str) -> None:
