@@ -24,7 +24,7 @@ from service.errors import (
     DomainError,
     LimitExceeded,
 )
-from service.evaluator import Compiled, Evaluator
+from service.evaluator import DEFAULT_GRANULARITY, Compiled, Evaluator
 from service.i18n import _
 from service.parser import ParsedExpression
 
@@ -96,15 +96,17 @@ class Differentiator:
         bindings: Mapping[str, float],
         variables: Sequence[str] | None = None,
         h: float | None = None,
+        output: str | None = None,
     ) -> dict[str, Any]:
-        """Value, LaTeX, and each derivative three ways, with what each way cost."""
-        compiled = self.evaluator.compile(expression)
+        """Value, LaTeX, and each derivative three ways, with what each way cost. For a
+        program, `output` names the value differentiated (see `service.parser.parse`)."""
+        compiled = self.evaluator.compile(expression, DEFAULT_GRANULARITY, output)
         parsed = compiled.parsed
         # Binding errors before any expensive work; the point is every input's value.
         point = {name: value.data for name, value in self.evaluator.bind(parsed, bindings).items()}
         chosen = _chosen(parsed, variables)
         self.check_size(parsed, expression)
-        document = self.evaluator.evaluate(expression, bindings)
+        document = self.evaluator.evaluate(expression, bindings, DEFAULT_GRANULARITY, output)
         symbolic = self.symbolic(parsed, chosen, point)
         scale = _rounding_scale(document)
         derivatives, agree = [], True
@@ -125,6 +127,7 @@ class Differentiator:
         return {
             "expression": expression,
             "latex": symbolic["latex"],
+            "intermediates": symbolic["intermediates"],
             "value": document["value"],
             "derivatives": derivatives,
             "cost": {
@@ -162,7 +165,7 @@ class Differentiator:
                 (0, len(expression)),
                 "max_symbolic_nodes",
                 self.limits.max_nodes,
-            )
+            ).at(expression)
 
     def symbolic(
         self, parsed: ParsedExpression, chosen: list[str], bindings: Mapping[str, float]
@@ -191,7 +194,7 @@ class Differentiator:
                 (0, len(parsed.text)),
                 "max_symbolic_nodes",
                 self.limits.max_nodes,
-            ) from None
+            ).at(parsed.text) from None
 
 
 def _formulas() -> ModuleType:

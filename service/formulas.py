@@ -19,8 +19,8 @@ from sympy.printing.str import StrPrinter
 
 from service.budget import time_budget
 from service.errors import BudgetExceeded
-from service.parser import ParsedExpression
-from service.symbolic import relu
+from service.parser import ParsedExpression, postorder
+from service.symbolic import from_tree, relu
 
 _SIMPLIFY_OVERRUN = "simplify_overrun"  # never leaves this module: the formula stays unsimplified
 
@@ -63,9 +63,19 @@ def derivatives(
         }
     return {
         "latex": latex(function),
+        "intermediates": intermediates(parsed),
         "operations": int(sympy.count_ops(function)),
         "derivatives": formulas,
     }
+
+
+def intermediates(parsed: ParsedExpression) -> list[dict[str, str]]:
+    """Each named value of a program the output is computed from, as LaTeX in the inputs."""
+    return [
+        {"name": node.assigned, "latex": latex(from_tree(postorder(node), node))}
+        for node in parsed.postorder()
+        if node.kind == "operation" and node.assigned and node is not parsed.root
+    ]
 
 
 def _simplified(

@@ -32,6 +32,7 @@ class Limits:
         1e300, _("Largest absolute value of a literal or folded constant.")
     )
     max_bindings: int = limit(10_000, _("Entries in one request's bindings."))
+    max_statements: int = limit(1_000, _("Statements of one program."))
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -28,6 +28,7 @@ SMALL_LIMITS = {
     "MAX_EXPRESSION_LENGTH": 200,
     "MAX_DEPTH": 5,
     "MAX_NODES": 12,
+    "MAX_STATEMENTS": 5,
     "MAX_IDENTIFIER_LENGTH": 8,
     "MAX_CONSTANT_MAGNITUDE": 1000,
     "MAX_BINDINGS": 3,
@@ -35,8 +36,14 @@ SMALL_LIMITS = {
 }
 
 
-def at(start: int, end: int) -> dict[str, int]:
-    return {"start": start, "end": end}
+def at(start: int, end: int, line: int = 1, column: int | None = None) -> dict[str, int]:
+    """A problem's position: single-line expressions start on line 1, at column start + 1."""
+    return {
+        "start": start,
+        "end": end,
+        "line": line,
+        "column": start + 1 if column is None else column,
+    }
 
 
 # The core's refusals under SMALL_LIMITS, one of each kind: kind, expression, bindings and the
@@ -82,6 +89,20 @@ CORE: list[tuple[str, str, dict[str, Any], dict[str, Any]]] = [
         {},
         {"limit": "max_constant_magnitude", "maximum": 1000, "position": at(4, 8)},
     ),
+    (
+        "too-many-statements",
+        "a = x\nb = a\nc = b\nd = c\ne = d\nf = e",
+        {"x": 1},
+        {"limit": "max_statements", "maximum": 5, "position": at(30, 31, line=6, column=1)},
+    ),
+    ("function-name", "exp + 1", {}, {"position": at(0, 3)}),
+    (
+        "used-before-assignment",
+        "y = x * 2\nx = Value(1.0)",
+        {},
+        {"position": at(4, 5)},
+    ),
+    ("unknown-output", "y = x * 2", {"x": 1}, {"variables": ["z"]}),
     ("unbound-variables", "(a + b) * c", {"a": 2, "b": -3}, {"variables": ["c"]}),
     ("unknown-variables", "a", {"a": 1, "b": 2, "z": 3}, {"variables": ["b", "z"]}),
     ("too-many-bindings", "a+b+c+d", dict.fromkeys("abcd", 1), {"variables": []}),

@@ -161,7 +161,10 @@ def _examples(status: int) -> dict[str, Any]:
         if KINDS[kind][0] == status
     }
     if status == HTTPStatus.UNPROCESSABLE_ENTITY:
-        samples.update({kind: core_problem(refusal(*sample)) for kind, sample in REFUSED.items()})
+        # plain JSON values: a refusal's sentences are translatable `Message`s
+        samples.update(
+            {kind: json.loads(json.dumps(core_problem(refusal(*s)))) for kind, s in REFUSED.items()}
+        )
     return {kind: {"summary": body["title"], "value": body} for kind, body in samples.items()}
 
 

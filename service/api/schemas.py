@@ -78,8 +78,22 @@ def _expression() -> fields.String:
         required=True,
         metadata={
             "description": "The expression, e.g. `(a + b) * c`: numbers, variables, "
-            "`+ - * / ** ^`, parentheses and exp, log, relu, tanh. See GET /v1/operations.",
+            "`+ - * / ** ^`, parentheses and exp, log, relu, tanh. See GET /v1/operations. "
+            "Or a program: statements separated by newlines or `;`, such as `x = Value(2.0)`, "
+            "`y = x * x + 1`, `y += x.relu()` and `y.backward()`; `#` starts a comment.",
             **_DEFAULT_BOUNDS["expression"],
+        },
+    )
+
+
+def _output() -> fields.String:
+    return fields.String(
+        load_default=None,
+        allow_none=True,
+        validate=validate.Regexp(r"^[A-Za-z_][A-Za-z0-9_]*$"),
+        metadata={
+            "description": "For a program: the name whose value is the output. By default, "
+            "the name `name.backward()` is called on, else the last statement."
         },
     )
 
@@ -87,18 +101,22 @@ def _expression() -> fields.String:
 class GradientsRequestSchema(Schema):
     expression = _expression()
     bindings = Bindings(
-        required=True,
+        load_default=dict,
         metadata={
-            "description": "A finite number for every variable of the expression, and no other "
-            "name: a name the expression does not use is an `unknown-variables` problem."
+            "description": "A finite number for every input of the expression, and no other "
+            "name: a name the expression does not use is an `unknown-variables` problem. An input "
+            "a program declares with `Value(number)` takes that number unless bound here; "
+            "`bindings` may be left out when every input is declared."
         },
     )
     granularity = _granularity()
+    output = _output()
 
 
 class GraphRequestSchema(Schema):
     expression = _expression()
     granularity = _granularity()
+    output = _output()
 
 
 def _span() -> Any:
@@ -121,6 +139,12 @@ class NodeShapeSchema(Schema):
         fields.String, "The operation (see GET /v1/operations); null for leaves.", allow_none=True
     )
     label = _out(fields.String, "What to print in the node: a name, a number or an operator.")
+    name = _out(
+        fields.String,
+        "For a program: the name the assignment or declaration that produced this node gave "
+        "it, like the label in micrograd's draw_dot; else null.",
+        allow_none=True,
+    )
     children = _out(fields.List, "Operand node ids, in the order written.", fields.Integer())
     exponent = _out(
         fields.Float, "The constant exponent of a `**` node, else null.", allow_none=True
@@ -167,6 +191,41 @@ class GraphShapeSchema(Schema):
     )
 
 
+class WarningSchema(Schema):
+    kind = _out(fields.String, "`unused`: the output does not depend on this assignment.")
+    name = _out(fields.String, "The name assigned.")
+    message = _out(fields.String, "The warning, in a sentence.")
+    span = _span()
+    line = _out(fields.Integer, "The 1-based line of the statement.")
+    column = _out(fields.Integer, "The 1-based column of the statement.")
+
+
+class InputSchema(Schema):
+    name = _out(fields.String, "The input's name.")
+    default = _out(
+        fields.Float,
+        "The value a program declared with `Value(number)`, else null.",
+        allow_none=True,
+    )
+
+
+def _program_output() -> fields.String:
+    return _out(
+        fields.String,
+        "The output's name: the request's `output`, the name `backward()` was called on, or "
+        "the target of the last assignment; null for a bare expression.",
+        allow_none=True,
+    )
+
+
+def _warnings() -> fields.List:
+    return _out(
+        fields.List,
+        "Assignments the output does not depend on: they add no nodes.",
+        fields.Nested(WarningSchema),
+    )
+
+
 class EvaluationSchema(Schema):
     expression = _out(fields.String, "The expression, as sent.")
     granularity = _out(
@@ -179,6 +238,7 @@ class EvaluationSchema(Schema):
         keys=fields.String(),
         values=fields.Float(),
     )
+    output = _program_output()
     graph = _out(fields.Nested, "The computation graph with its numbers.", GraphSchema)
     forward = _out(
         fields.List, "Node ids in the order the forward pass computes them.", fields.Integer()
@@ -188,6 +248,7 @@ class EvaluationSchema(Schema):
         "The backward pass step by step, root first.",
         fields.Nested(BackwardStepSchema),
     )
+    warnings = _warnings()
 
 
 class StructureSchema(Schema):
@@ -196,8 +257,16 @@ class StructureSchema(Schema):
         fields.String, "The granularity of the graph.", validate=validate.OneOf(GRANULARITIES)
     )
     variables = _out(fields.List, "The variables to bind, in order of first use.", fields.String())
+    inputs = _out(
+        fields.List,
+        "Every input with its declared default: the output's inputs in order of first use, then "
+        "declared inputs it does not use.",
+        fields.Nested(InputSchema),
+    )
+    output = _program_output()
     graph = _out(fields.Nested, "The computation graph's structure.", GraphShapeSchema)
     forward = _out(fields.List, "Node ids in forward order.", fields.Integer())
+    warnings = _warnings()
 
 
 class OperationSchema(Schema):
@@ -246,9 +315,15 @@ class HealthSchema(Schema):
     )
 
 
+def _problem(field: type[fields.Field], description: str, *args: Any, **kwargs: Any) -> Any:
+    return field(*args, metadata={"description": description}, **kwargs)
+
+
 class PositionSchema(Schema):
     start = _out(fields.Integer, "Index of the first character at fault.")
     end = _out(fields.Integer, "Index one past the last character at fault.")
+    line = _problem(fields.Integer, "The 1-based line of the first character at fault.")
+    column = _problem(fields.Integer, "The 1-based column of the first character at fault.")
 
 
 class PointerSchema(Schema):
@@ -315,9 +390,13 @@ class FiniteNumber(fields.Float):
 class DerivativesRequestSchema(Schema):
     expression = _expression()
     bindings = Bindings(
-        required=True,
-        metadata={"description": "A finite number for every variable of the expression."},
+        load_default=dict,
+        metadata={
+            "description": "A finite number for every input, as for POST /v1/gradients: a "
+            "program's declared inputs take their `Value(number)` unless bound here."
+        },
     )
+    output = _output()
     variables = fields.List(
         fields.String(),
         load_default=None,
@@ -418,9 +497,20 @@ class DerivativesCostSchema(Schema):
     symbolic = _out(fields.Nested, "Size of the symbolic formulas.", SymbolicCostSchema)
 
 
+class IntermediateSchema(Schema):
+    name = _out(fields.String, "The name a statement of the program gave it.")
+    latex = _out(fields.String, "Its value as LaTeX, written in the inputs.")
+
+
 class DerivativesSchema(Schema):
     expression = _out(fields.String, "The expression, as sent.")
-    latex = _out(fields.String, "The expression as LaTeX, written in its variables.")
+    latex = _out(fields.String, "The output as LaTeX, written in the inputs.")
+    intermediates = _out(
+        fields.List,
+        "For a program: each named value the output is computed from, in the order computed, "
+        "as LaTeX written in the inputs; empty for an expression.",
+        fields.Nested(IntermediateSchema),
+    )
     value = _out(fields.Float, "The expression's value.")
     derivatives = _out(
         fields.List,
