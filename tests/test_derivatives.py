@@ -13,7 +13,7 @@ import pytest
 import sympy
 from conftest import make_app
 from hypothesis import assume, example, given, note, settings
-from reference_micrograd import Case, cases
+from reference_micrograd import Case, ProgramCase, cases, programs
 
 from service.api.examples import DERIVATIVES_DOCUMENT
 from service.derivatives import CENTRAL_STEP, Differentiator, SymbolicLimits
@@ -269,6 +269,85 @@ def test_through_the_api() -> None:
         response = client.post("/v1/derivatives", json=body)
         assert response.status_code == 422
         assert response.get_json()["errors"][0]["pointer"] == pointer
+
+
+# -- programs ---------------------------------------------------------------------------------
+
+SHIPPING_PROGRAM = """
+base_fee = Value(50.0)          # base fee
+weight = Value(3.0)             # kg
+distance = Value(12.0)          # km
+discount = Value(-8.0)          # seasonal discount
+
+weight_fee = weight * 15.0
+distance_fee = distance * 2.0
+
+raw_cost = base_fee + weight_fee + distance_fee + discount
+cost = raw_cost.relu()
+"""
+
+
+def test_the_shipping_cost_program() -> None:
+    document = differentiate(SHIPPING_PROGRAM, {})
+    assert document["value"] == 111.0
+    assert document["latex"] == (
+        r"\operatorname{relu}{\left(base_{fee} + discount + 2 distance + 15 weight \right)}"
+    )
+    assert document["intermediates"] == [
+        {"name": "weight_fee", "latex": "15 weight"},
+        {"name": "distance_fee", "latex": "2 distance"},
+        {"name": "raw_cost", "latex": "base_{fee} + discount + 2 distance + 15 weight"},
+    ]
+    # The same derivatives as the one-expression form; bindings override declared defaults.
+    expression = differentiate(**SHIPPING)
+    assert document["derivatives"] == expression["derivatives"]
+    assert document["cost"] == expression["cost"]
+    cheap = differentiate(SHIPPING_PROGRAM, {"base_fee": -100.0})
+    assert [item["symbolic"]["value"] for item in cheap["derivatives"]] == [0.0, 0.0, 0.0, 0.0]
+    assert cheap["agree"] is True
+
+
+def test_the_output_names_what_is_differentiated() -> None:
+    program = "h = tanh(w * x)\nloss = (h - y) ** 2"
+    bindings = {"w": 0.5, "x": 2.0, "y": 1.0}
+    hidden = differentiate(program, bindings, output="h")
+    assert [item["variable"] for item in hidden["derivatives"]] == ["w", "x"]
+    assert hidden["latex"] == r"\tanh{\left(w x \right)}"
+    assert hidden["intermediates"] == []
+    loss = differentiate(program, bindings)
+    assert [item["variable"] for item in loss["derivatives"]] == ["w", "x", "y"]
+    assert loss["intermediates"] == [{"name": "h", "latex": r"\tanh{\left(w x \right)}"}]
+    assert loss["agree"] is True
+
+
+def test_a_shared_intermediate_is_differentiated_through_every_use() -> None:
+    # A DAG: s is used twice, so d(out)/da sums over both paths.
+    program = "s = a * b\nout = s * s + s"
+    document = differentiate(program, {"a": 2.0, "b": 3.0})
+    items = by_variable(document)
+    assert items["a"]["reverse_mode"] == items["a"]["symbolic"]["value"] == 2 * 6 * 3 + 3
+    assert document["intermediates"] == [{"name": "s", "latex": "a b"}]
+    assert document["agree"] is True
+
+
+@settings(max_examples=60, deadline=None)
+@given(programs(max_statements=5))
+def test_reverse_mode_and_symbolic_agree_on_programs(case: ProgramCase) -> None:
+    note(case.text)
+    try:
+        document = differentiate(case.text, case.bindings, output=case.output)
+    except (DomainError, BudgetExceeded, LimitExceeded):
+        # A domain error, or a program whose formulas outgrow the symbolic bounds (shared
+        # names make a DAG, whose formula can double with every use).
+        assume(False)
+        raise
+    nodes = EVALUATOR.evaluate(case.text, case.bindings, "primitive", case.output)["graph"]["nodes"]
+    kinks = [nodes[n["children"][0]]["value"] for n in nodes if n["op"] == "relu"]
+    assume(not any(0 < abs(v) < 1e-9 for v in kinks))
+    assume(all(item["symbolic"]["value"] is not None for item in document["derivatives"]))
+    assert document["agree"] is True, document["derivatives"]
+    names = [item["name"] for item in document["intermediates"]]
+    assert all(name in case.text for name in names)
 
 
 # -- agreement and accuracy on random expressions -----------------------------------------
