@@ -315,6 +315,11 @@ SYMBOLIC_EXPRESSIONS = {
     "huge-integer-power": ("a ** 9e15", {"a": 0.5}, "symbolic-too-expensive"),
     "binomial-power": ("(a + b) ** 100000 * c", {"a": 0.3, "b": 0.7, "c": 1.0},
                        "symbolic-too-expensive"),
+    # A program whose every statement uses the previous value three times: a DAG of 90
+    # operators whose formula, written out, doubles with every line.
+    "program-doubling-dag": ("x0 = tanh(a)\n" + "\n".join(
+        f"x{i} = tanh(x{i - 1} * x{i - 1} + x{i - 1})" for i in range(1, 30)), {"a": 0.3},
+        "symbolic-too-expensive"),
     "product-of-101-variables": (_PRODUCT + "*w*x", {f"v{i}": 1.0 for i in range(SYMBOLIC_NODES)}
                                  | {"w": 1.0, "x": 1.0}, "symbolic-too-large"),
     "exp-nest-101": ("exp(" * 101 + "a" + ")" * 101, {"a": -1e3}, "symbolic-too-large"),
