@@ -174,3 +174,15 @@ def test_derivatives_refused(capsys: pytest.CaptureFixture[str]) -> None:
     assert printed["type"].endswith("/unknown-variables")
     assert printed["variables"] == ["b"]
     assert "unknown_variables" in err
+
+
+def test_derivatives_of_a_program_from_a_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    program = tmp_path / "program.py"
+    program.write_text("w = Value(0.5)\nh = tanh(w * x)\nloss = (h - 1) ** 2\n")
+    status, document, _ = run(["derivatives", "-f", str(program), "x=2", "--output", "h"], capsys)
+    assert status == 0
+    assert document["latex"] == r"\tanh{\left(w x \right)}"
+    assert [item["variable"] for item in document["derivatives"]] == ["w", "x"]
+    assert document["agree"] is True

@@ -254,6 +254,11 @@ def test_errors_come_before_symbolic_work() -> None:
 
 def test_through_the_api() -> None:
     client = make_app().test_client()
+    program = {"expression": "h = tanh(w * x)\nloss = (h - y) ** 2", "output": "h",
+               "bindings": {"w": 0.5, "x": 2}}  # fmt: skip
+    response = client.post("/v1/derivatives", json=program)
+    assert response.status_code == 200
+    assert response.get_json()["latex"] == r"\tanh{\left(w x \right)}"
     response = client.post("/v1/derivatives", json={**LESSON, "variables": ["c"], "h": 1e-3})
     assert response.status_code == 200
     document = response.get_json()
