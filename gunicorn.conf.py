@@ -44,9 +44,9 @@ bind = f"0.0.0.0:{os.environ.get('PORT', '8000')}"
 workers = int(os.environ.get("AUTOGRAD_WORKERS") or _cores() + 1)  # unset or empty: the default
 worker_class = "sync"  # CPU-bound requests gain nothing from threads under the GIL
 
-# Import the app (Flask, marshmallow, apispec; never sympy, which only the tests' oracle uses) once
-# in the master; workers fork and share its pages copy-on-write, start in milliseconds and are
-# replaced just as fast.
+# Import the app (Flask, marshmallow, apispec; not sympy, which a worker loads on its first
+# POST /v1/derivatives) once in the master; workers fork and share its pages copy-on-write, start
+# in milliseconds and are replaced just as fast.
 preload_app = True
 
 

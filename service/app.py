@@ -12,6 +12,7 @@ from flask_cors import CORS
 from service.api import (
     EXTENSION,
     costs,
+    derivatives,
     docs,
     gradients,
     graph,
@@ -36,7 +37,7 @@ from service.api.problems import ProblemApi
 from service.api.request import REQUEST_ID_HEADER, ApiRequest, StrictJSONProvider
 from service.evaluator import Evaluator
 
-RESOURCES = (gradients.blp, graph.blp, sweep.blp, operations.blp, health.blp)
+RESOURCES = (gradients.blp, graph.blp, sweep.blp, derivatives.blp, operations.blp, health.blp)
 ALLOW_METHODS = "Access-Control-Allow-Methods"
 PREFLIGHT_MAX_AGE = 3600  # seconds a browser may reuse a CORS preflight: one per slider session
 

@@ -12,18 +12,23 @@ then not enforced, and says so through `enforced()`.
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from types import FrameType
 
 from service.errors import BudgetExceeded
 
-_REPEAT_S = 0.5  # an overrun budget's alarm repeats this often until its block has ended
-
 # The budgets in force, outermost first: (deadline on the monotonic clock, kind, seconds).
 _active: list[tuple[float, str, float]] = []
+
+# An exception raised where Python ignores exceptions (a `__del__`, a weakref or gc callback, all
+# of which can be running when the signal arrives) is lost, and the work would go on unbounded:
+# until a block's `finally` replaces it, the alarm fires again this many seconds later.
+_RETRY = 0.05
 
 
 def enforced() -> bool:
@@ -41,9 +46,8 @@ def time_budget(seconds: float, kind: str = "request_too_expensive") -> Iterator
     now = time.monotonic()
     deadline = now + seconds
     previous = signal.getsignal(signal.SIGALRM) if not _active else None
-    # A timer someone else set (a test runner's timeout, say) is put back when the outermost
-    # budget ends, with the time it had left; until then it waits.
-    foreign = signal.getitimer(signal.ITIMER_REAL) if not _active else (0.0, 0.0)
+    # An alarm someone else set (a test runner's watchdog) is put back, less the time spent.
+    pending = signal.getitimer(signal.ITIMER_REAL)[0] if not _active else 0.0
     if previous is not None:
         signal.signal(signal.SIGALRM, _on_alarm)
     _active.append((deadline, kind, seconds))
@@ -57,9 +61,9 @@ def time_budget(seconds: float, kind: str = "request_too_expensive") -> Iterator
         else:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous or signal.SIG_DFL)
-            if foreign[0] > 0:
-                left = foreign[0] - (time.monotonic() - now)
-                signal.setitimer(signal.ITIMER_REAL, max(left, 1e-6), foreign[1])
+            if pending:
+                left = pending - (time.monotonic() - now)
+                signal.setitimer(signal.ITIMER_REAL, max(left, 1e-6))
 
 
 def _arm(now: float) -> None:
@@ -68,17 +72,28 @@ def _arm(now: float) -> None:
     signal.setitimer(signal.ITIMER_REAL, max(nearest - now, 1e-6))
 
 
-def _on_alarm(signum: int, frame: object) -> None:
+def _on_alarm(signum: int, frame: FrameType | None) -> None:
     now = time.monotonic()
     expired = [(deadline, kind, seconds) for deadline, kind, seconds in _active if deadline <= now]
     if not expired:  # a stale alarm from a budget that has just ended: re-arm for the rest
         if _active:
             _arm(now)
         return
+    signal.setitimer(signal.ITIMER_REAL, _RETRY)
+    if frame is not None and frame.f_code in _BOOKKEEPING:
+        return  # a block is ending; if it is not the overrun one, the retry raises
     # The innermost budget whose time is up is the one that was overrun.
     _, kind, seconds = expired[-1]
-    # The exception can be lost: raised inside a `__del__` or a garbage-collector callback it is
-    # only printed, and a broad `except` in library code may swallow it. So the alarm repeats
-    # until the exception has unwound to the `finally` above, which stops or re-arms the timer.
-    signal.setitimer(signal.ITIMER_REAL, _REPEAT_S)
     raise BudgetExceeded(kind, seconds)
+
+
+# Where the alarm does not raise: the budget's own bookkeeping (entering and leaving a block), so
+# a block that is ending always finishes its `finally`.
+_BOOKKEEPING = frozenset(
+    {
+        time_budget.__wrapped__.__code__,  # type: ignore[attr-defined]
+        _arm.__code__,
+        contextlib._GeneratorContextManager.__enter__.__code__,
+        contextlib._GeneratorContextManager.__exit__.__code__,
+    }
+)

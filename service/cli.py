@@ -1,4 +1,5 @@
-"""Command line: `autograd-service eval "(a + b) * c" a=2 b=-3 c=10` prints the document.
+"""Command line: `autograd-service eval "(a + b) * c" a=2 b=-3 c=10` prints the document;
+`autograd-service derivatives "(a + b) * c" a=2 b=-3 c=10` each derivative three ways.
 
 `python -m service` is the same program. A program can be read from a file:
 `autograd-service eval -f program.py [name=value ...]`, where `-f -` reads standard input. A
@@ -16,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from service.derivatives import Differentiator
 from service.errors import AutogradError
 from service.evaluator import DEFAULT_GRANULARITY, GRANULARITIES, Evaluator
 from service.kinds import core_problem
@@ -58,8 +60,42 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--indent", type=int, default=2, help="JSON indent (0: one line)")
     evaluate.add_argument("--format", choices=("json", *GRAPH_FORMATS), default="json",
                           help="the document, or its graph drawn (svg needs Graphviz)")  # fmt: skip
+    differentiate = commands.add_parser(
+        "derivatives", help="each derivative three ways: reverse mode, symbolic and numeric"
+    )
+    differentiate.add_argument(
+        "expression", nargs="?", help='for example "(a + b) * c"; leave out with --file'
+    )
+    differentiate.add_argument("bindings", nargs="*", type=_binding, metavar="NAME=NUMBER")
+    differentiate.add_argument(
+        "-f",
+        "--file",
+        type=argparse.FileType("r", encoding="utf-8"),
+        help="read the expression or program from this file (- for standard input)",
+    )
+    differentiate.add_argument("--output", help="the program's name whose value is the output")
+    differentiate.add_argument(
+        "--variable",
+        dest="variables",
+        action="append",
+        metavar="NAME",
+        help="differentiate by NAME only (repeat for more); all variables by default",
+    )
+    differentiate.add_argument(
+        "--h", type=float, default=None, help="step of the difference quotients"
+    )
+    differentiate.add_argument("--indent", type=int, default=2, help="JSON indent (0: one line)")
     add_sweep_command(commands)
     return parser
+
+
+def _run(args: argparse.Namespace) -> dict:
+    bindings = dict(args.bindings)
+    if args.command == "derivatives":
+        return Differentiator().differentiate(
+            args.expression, bindings, args.variables, args.h, args.output
+        )
+    return Evaluator().evaluate(args.expression, bindings, args.granularity, args.output)
 
 
 def _parse_arguments(argv: Sequence[str]) -> argparse.Namespace:
@@ -80,7 +116,7 @@ def _parse_arguments(argv: Sequence[str]) -> argparse.Namespace:
         parser.error(str(error))
     if getattr(args, "expression", None) is not None and args.expression not in argv:
         args.expression = args.expression[1:]
-    if getattr(args, "command", None) in ("eval", "sweep"):
+    if getattr(args, "command", None) in ("eval", "sweep", "derivatives"):
         if args.file is not None:
             # With a file, every positional argument is a binding.
             if args.expression is not None:
@@ -101,10 +137,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "sweep":
             return run_sweep(args)
-        document = Evaluator().evaluate(
-            args.expression, dict(args.bindings), args.granularity, args.output
-        )
-        if args.format != "json":
+        document = _run(args)
+        if args.command == "eval" and args.format != "json":
             return write(draw(document, args.format, DEFAULT_LIMITS.max_drawn_nodes), None)
     except AutogradError as error:
         # The problem as JSON for scripts, and for people the text with the fault underlined.

@@ -62,6 +62,9 @@ KINDS: dict[str, tuple[int, str]] = {
     "graphviz-unavailable": (501, "Graphviz not installed"),
     "drawing-too-slow": (503, "Drawing took too long"),
     "too-many-pictures": (429, "Too many pictures"),
+    # Symbolic differentiation past its bounds (core: service.derivatives).
+    "symbolic-too-large": (422, "Too large for symbolic differentiation"),
+    "symbolic-too-expensive": (422, "Symbolic differentiation took too long"),
     # The request itself, before the core sees it.
     "malformed-json": (400, "Malformed JSON"),
     "bad-request": (400, "Bad request"),

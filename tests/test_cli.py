@@ -142,3 +142,47 @@ def test_python_dash_m_service() -> None:
     )
     assert finished.returncode == 0, finished.stderr
     check_lesson(json.loads(finished.stdout))
+
+
+def test_derivatives_three_ways(capsys: pytest.CaptureFixture[str]) -> None:
+    status, document, _ = run(["derivatives", "(a + b) * c", "a=2", "b=-3", "c=10"], capsys)
+    assert status == 0
+    assert document["agree"] is True
+    items = {item["variable"]: item for item in document["derivatives"]}
+    assert [items[n]["reverse_mode"] for n in "abc"] == [10.0, 10.0, -1.0]
+    assert items["c"]["symbolic"]["text"] == "a + b"
+    assert items["c"]["numeric"]["central"] == pytest.approx(-1.0)
+
+
+def test_derivatives_by_chosen_variables_with_a_step(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["derivatives", "-a*b", "--variable", "b", "--h", "0.5", "a=2", "b=3"]
+    status, document, _ = run(argv, capsys)
+    assert status == 0
+    (item,) = document["derivatives"]
+    assert item["variable"] == "b"
+    assert item["numeric"]["h"] == 0.5
+    assert item["symbolic"] == {"text": "-a", "latex": "- a", "value": -2.0, "operations": 1}
+
+
+def test_derivatives_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    status, printed, err = run(["derivatives", "a", "a=1", "--variable", "b"], capsys)
+    assert status != 0
+    # The problem document the HTTP API answers with for the same request.
+    body = {"expression": "a", "bindings": {"a": 1}, "variables": ["b"]}
+    answered = make_app().test_client().post("/v1/derivatives", json=body).get_json()
+    assert printed == answered
+    assert printed["type"].endswith("/unknown-variables")
+    assert printed["variables"] == ["b"]
+    assert "unknown_variables" in err
+
+
+def test_derivatives_of_a_program_from_a_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    program = tmp_path / "program.py"
+    program.write_text("w = Value(0.5)\nh = tanh(w * x)\nloss = (h - 1) ** 2\n")
+    status, document, _ = run(["derivatives", "-f", str(program), "x=2", "--output", "h"], capsys)
+    assert status == 0
+    assert document["latex"] == r"\tanh{\left(w x \right)}"
+    assert [item["variable"] for item in document["derivatives"]] == ["w", "x"]
+    assert document["agree"] is True

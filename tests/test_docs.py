@@ -21,6 +21,7 @@ def test_the_spec_is_served_as_json_and_yaml(client: FlaskClient) -> None:
         "/v1/gradients",
         "/v1/graph",
         "/v1/sweep",
+        "/v1/derivatives",
         "/v1/operations",
         "/healthz",
     }

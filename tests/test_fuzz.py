@@ -30,6 +30,7 @@ from schemathesis.specs.openapi.checks import (
 
 from service.api.config import DEFAULTS
 from service.app import create_app
+from service.derivatives import SYMBOLIC_KINDS, Differentiator, SymbolicLimits
 from service.errors import (
     BINDING_KINDS,
     DOMAIN_KINDS,
@@ -80,7 +81,7 @@ SMALL = Limits(
 )
 
 
-KINDS = {*EXPRESSION_KINDS, *LIMIT_KINDS, *BINDING_KINDS, *DOMAIN_KINDS}
+KINDS = {*EXPRESSION_KINDS, *LIMIT_KINDS, *BINDING_KINDS, *DOMAIN_KINDS, *SYMBOLIC_KINDS}
 
 
 def check_refusal(error: AutogradError) -> None:
@@ -179,6 +180,35 @@ def test_extreme_bindings(text: str, value: float) -> None:
         Evaluator(cache_size=0).evaluate(text, dict.fromkeys(parsed.variables, value))
     except AutogradError as error:
         check_refusal(error)
+
+
+SYMBOLIC_BUDGET = 0.5  # seconds of symbolic work per call, so the fuzzing stays quick
+
+
+@settings(
+    max_examples=EXAMPLES or 100,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(expressions(), st.sampled_from([0.0, -0.0, 0.5, -1.5, 1e-320, 1e308, 710.0]))
+def test_derivatives_of_well_formed_expressions(text: str, value: float) -> None:
+    """Three ways to every derivative, or a typed refusal; never a crash."""
+    note(f"text: {text!r}, every variable: {value!r}")
+    differentiator = Differentiator(
+        Evaluator(cache_size=0), SymbolicLimits(max_nodes=25, seconds=SYMBOLIC_BUDGET)
+    )
+    try:
+        parsed = parse(text)
+        document = differentiator.differentiate(text, dict.fromkeys(parsed.variables, value))
+    except AutogradError as error:
+        check_refusal(error)
+    else:
+        assert [item["variable"] for item in document["derivatives"]] == list(parsed.variables)
+        assert isinstance(document["agree"], bool)
+        for item in document["derivatives"]:
+            assert math.isfinite(item["reverse_mode"])
+            numbers = [item["symbolic"]["value"], *item["numeric"].values()]
+            assert all(x is None or math.isfinite(x) for x in numbers)
 
 
 # -- the API against its spec ---------------------------------------------------------------

@@ -69,6 +69,11 @@ def gradients(expression: Any, kind: str, bindings: Any = None, **extra: Any) ->
     return Case(_json({"expression": expression, "bindings": bindings or {}, **extra}), kind)
 
 
+def derivatives(expression: Any, kind: str, bindings: Any = None, **extra: Any) -> Case:
+    body = _json({"expression": expression, "bindings": bindings or {}, **extra})
+    return Case(body, kind, path="/v1/derivatives")
+
+
 def graph(expression: Any, kind: str, **extra: Any) -> Case:
     return Case(_json({"expression": expression, **extra}), kind, path="/v1/graph")
 
@@ -290,6 +295,61 @@ RESOURCE = [
                  id="json-wide-array"),
     pytest.param(raw(_json({"expression": "a", "bindings": {"a" * 500_000: 1}}),
                      "unbound-variables", 422), id="binding-name-500k"),
+]  # fmt: skip
+
+
+# -- symbolic blow-ups ----------------------------------------------------------------------
+
+# Expressions within every limit of the engine whose derivative formulas sympy cannot finish in
+# its time budget (each takes 10 s to minutes unbounded), and ones past the symbolic node limit.
+SYMBOLIC_NODES = DEFAULTS["MAX_SYMBOLIC_NODES"]
+_PRODUCT = "*".join(f"v{i}" for i in range(SYMBOLIC_NODES))
+SYMBOLIC_EXPRESSIONS = {
+    "tanh-nest-99": ("tanh(" * 99 + "a" + ")" * 99, {"a": 0.5}, "symbolic-too-expensive"),
+    "exp-tanh-nest": ("exp(tanh(" * 49 + "a" + "))" * 49, {"a": 0.5}, "symbolic-too-expensive"),
+    "tanh-of-sums": ("tanh(" * 33 + "a" + "+b)*c" * 33, {"a": 0.1, "b": 0.2, "c": 0.3},
+                     "symbolic-too-expensive"),
+    "product-of-100-variables": (_PRODUCT, {f"v{i}": 1.01 for i in range(SYMBOLIC_NODES)},
+                                 "symbolic-too-expensive"),
+    # Exact powers of binary fractions: 0.5 ** 9e15 has quadrillions of digits.
+    "huge-integer-power": ("a ** 9e15", {"a": 0.5}, "symbolic-too-expensive"),
+    "binomial-power": ("(a + b) ** 100000 * c", {"a": 0.3, "b": 0.7, "c": 1.0},
+                       "symbolic-too-expensive"),
+    # A program whose every statement uses the previous value three times: a DAG of 90
+    # operators whose formula, written out, doubles with every line.
+    "program-doubling-dag": ("x0 = tanh(a)\n" + "\n".join(
+        f"x{i} = tanh(x{i - 1} * x{i - 1} + x{i - 1})" for i in range(1, 30)), {"a": 0.3},
+        "symbolic-too-expensive"),
+    "product-of-101-variables": (_PRODUCT + "*w*x", {f"v{i}": 1.0 for i in range(SYMBOLIC_NODES)}
+                                 | {"w": 1.0, "x": 1.0}, "symbolic-too-large"),
+    "exp-nest-101": ("exp(" * 101 + "a" + ")" * 101, {"a": -1e3}, "symbolic-too-large"),
+    "power-tower-101": ("(" * 101 + "a" + "**1.5)" * 101, {"a": 1.0}, "symbolic-too-large"),
+    "sum-101": ("+".join(["a"] * 102), {"a": 1.0}, "symbolic-too-large"),
+    "engine-limit-first": (_sum(NODES + 1), {"a": 1.0}, "too-many-nodes"),
+}  # fmt: skip
+
+SYMBOLIC = [
+    *(
+        pytest.param(derivatives(text, kind, bindings), id=f"symbolic-{name}")
+        for name, (text, bindings, kind) in SYMBOLIC_EXPRESSIONS.items()
+    ),
+    pytest.param(derivatives("a", "unknown-variables", {"a": 1}, variables=["__import__"]),
+                 id="symbolic-variable-dunder"),
+    pytest.param(derivatives("a", "validation-error", {"a": 1}, variables="a"),
+                 id="symbolic-variables-string"),
+    pytest.param(derivatives("a", "validation-error", {"a": 1}, variables=[1]),
+                 id="symbolic-variables-number"),
+    pytest.param(derivatives("a", "validation-error", {"a": 1}, h="1e-3"), id="symbolic-h-string"),
+    pytest.param(derivatives("a", "validation-error", {"a": 1}, h=0), id="symbolic-h-zero"),
+    pytest.param(derivatives("a", "validation-error", {"a": 1}, h=True), id="symbolic-h-boolean"),
+    pytest.param(raw(b'{"expression": "a", "bindings": {"a": 1}, "h": 1e400}', "validation-error",
+                     422, path="/v1/derivatives"), id="symbolic-h-overflowing"),
+    pytest.param(raw(b'{"expression": "a", "bindings": {"a": 1}, "h": NaN}', "validation-error",
+                     422, path="/v1/derivatives"), id="symbolic-h-nan"),
+    pytest.param(derivatives("sympify(a)", "unknown-function", {"a": 1}),
+                 id="symbolic-sympify-call"),
+    pytest.param(derivatives("Heaviside(a, 0)", "unknown-function", {"a": 1}),
+                 id="symbolic-heaviside-call"),
 ]  # fmt: skip
 
 
@@ -678,6 +738,14 @@ def app() -> Flask:
     # Every path once before the canary watches: lazy imports on first use are not the input's.
     check_lesson(client)
     assert client.post("/v1/graph", json={"expression": "a"}).status_code == 200
+    # sympy loads on the first derivative; then once cut short by its budget.
+    for expression, bindings in (
+        ("relu(a * b) / c + tanh(log(a)) ** 2", {"a": 0.5, "b": 2, "c": 3}),
+        ("a ** 9e15", {"a": 0.5}),
+    ):
+        assert client.post(
+            "/v1/derivatives", json={"expression": expression, "bindings": bindings}
+        ).status_code in (200, 422)
     for case in (
         gradients("a +", "unexpected-end"),
         gradients("log(a)", "log-domain", {"a": 0}),
@@ -832,6 +900,16 @@ def test_a_call_of_an_unknown_function_is_refused(
 @pytest.mark.parametrize("case", RESOURCE)
 def test_resource_exhaustion(client: FlaskClient, case: Case) -> None:
     check_refused(client, case)
+
+
+@pytest.mark.parametrize("case", SYMBOLIC)
+def test_symbolic_blow_ups(client: FlaskClient, case: Case) -> None:
+    """Stopped by the node limit at once, or by the time budget where sympy is; then the
+    service answers the next request, symbolic ones included."""
+    check_refused(client, case)
+    lesson = client.post("/v1/derivatives", json=LESSON)
+    assert lesson.status_code == 200
+    assert lesson.get_json()["agree"] is True
 
 
 @pytest.mark.parametrize("case", NUMERIC)

@@ -15,6 +15,7 @@ from flask.testing import FlaskClient
 from service.api import costs
 from service.api.logs import JsonFormatter
 from service.app import create_app
+from service.derivatives import SYMBOLIC_KINDS
 from service.errors import (
     BINDING_KINDS,
     DOMAIN_KINDS,
@@ -82,6 +83,27 @@ def test_expression_problems_come_from_graph_too(client: FlaskClient) -> None:
         "unbalanced-parenthesis",
         position=at(0, 1),
     )
+
+
+def test_symbolic_problems_come_from_derivatives() -> None:
+    client = make_app(MAX_SYMBOLIC_NODES=3).test_client()
+    large = "a * b * c * d * e"
+    body = {"expression": large, "bindings": dict.fromkeys("abcde", 1)}
+    problem(
+        client.post("/v1/derivatives", json=body),
+        "symbolic-too-large",
+        limit="max_symbolic_nodes",
+        maximum=3,
+        position=at(0, len(large)),
+    )
+    nested = "tanh(" * 3 + "a" + ")" * 3
+    hurried = make_app(SYMBOLIC_SECONDS=0.01).test_client()
+    body = {"expression": "tanh(" * 60 + "a" + ")" * 60, "bindings": {"a": 0.5}}
+    detail = problem(hurried.post("/v1/derivatives", json=body), "symbolic-too-expensive")["detail"]
+    assert "0.01 s" in detail
+    # Below the bounds, the same service answers.
+    small = {"expression": nested, "bindings": {"a": 0.5}}
+    assert client.post("/v1/derivatives", json=small).status_code == 200
 
 
 def test_a_domain_problem_in_a_constant_part_has_no_node(client: FlaskClient) -> None:
@@ -377,7 +399,7 @@ def test_a_drawing_that_takes_too_long(
 
 def test_the_table_has_every_kind_of_the_core_and_every_http_kind() -> None:
     core = {slug(kind) for kind in (*EXPRESSION_KINDS, *LIMIT_KINDS, *BINDING_KINDS, *DOMAIN_KINDS,
-                                    *SIZE_KINDS, *PICTURE_KINDS)}  # fmt: skip
+                                    *SIZE_KINDS, *PICTURE_KINDS, *SYMBOLIC_KINDS)}  # fmt: skip
     assert core <= KINDS.keys()
     assert set(HTTP_KINDS.values()) <= KINDS.keys()
     assert all(KINDS[kind][0] == status for status, kind in HTTP_KINDS.items())

@@ -8,6 +8,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from service.api.costs import HeavySlots, RequestCosts
+from service.derivatives import DEFAULT_SYMBOLIC_LIMITS, SymbolicLimits
 from service.i18n import _
 from service.limits import MEANING, Limits
 
@@ -106,6 +107,16 @@ SETTINGS: dict[str, Setting] = {
             _("Plots and SVG drawings each worker renders per second, sustained (429 beyond)."),
         ),
         Setting("PICTURE_BURST", 10, _("Plots and SVG drawings a worker renders in a burst.")),
+        Setting(
+            "MAX_SYMBOLIC_NODES",
+            DEFAULT_SYMBOLIC_LIMITS.max_nodes,
+            _("Operators of an expression differentiated symbolically (POST /v1/derivatives)."),
+        ),
+        Setting(
+            "SYMBOLIC_SECONDS",
+            DEFAULT_SYMBOLIC_LIMITS.seconds,
+            _("Seconds of symbolic work (sympy) one request may take."),
+        ),
     )
 }
 DEFAULTS: dict[str, Any] = {name: setting.default for name, setting in SETTINGS.items()}
@@ -154,6 +165,14 @@ def limits_from(config: Mapping[str, Any]) -> Limits:
     """The core's limits from the configuration, refusing any that is not a positive number."""
     return Limits(
         **{f.name: _positive(config, f.name.upper(), type(f.default)) for f in fields(Limits)}
+    )
+
+
+def symbolic_limits(config: Mapping[str, Any]) -> SymbolicLimits:
+    """The bounds of symbolic differentiation from the configuration."""
+    return SymbolicLimits(
+        max_nodes=int(_positive(config, "MAX_SYMBOLIC_NODES", int)),
+        seconds=float(_positive(config, "SYMBOLIC_SECONDS", float, minimum=0.001)),
     )
 
 

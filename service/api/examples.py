@@ -13,6 +13,7 @@ LESSON_EXPRESSION = "(a + b) * c"
 LESSON_BINDINGS = {"a": 2, "b": -3, "c": 10}
 GRADIENTS_REQUEST = {"expression": LESSON_EXPRESSION, "bindings": LESSON_BINDINGS}
 GRAPH_REQUEST = {"expression": LESSON_EXPRESSION}
+DERIVATIVES_REQUEST = {"expression": LESSON_EXPRESSION, "bindings": LESSON_BINDINGS}
 
 # Requests the core refuses, one of each family, shown as examples of a 422 problem.
 REFUSED: dict[str, tuple[str, dict[str, float]]] = {
@@ -89,6 +90,61 @@ def gradients_document() -> dict[str, Any]:
     # The API reads every binding as a float, as the command line does.
     bindings = {name: float(value) for name, value in LESSON_BINDINGS.items()}
     return Evaluator().evaluate(LESSON_EXPRESSION, bindings)
+
+
+# The lesson's derivatives three ways. Written out rather than computed when the spec is built:
+# computing them needs sympy, which the service loads only when a derivative is asked for. A test
+# checks that the service answers exactly this.
+DERIVATIVES_DOCUMENT: dict[str, Any] = {
+    "expression": "(a + b) * c",
+    "latex": "c \\left(a + b\\right)",
+    "intermediates": [],
+    "value": -10.0,
+    "derivatives": [
+        {
+            "variable": "a",
+            "reverse_mode": 10.0,
+            "symbolic": {"text": "c", "latex": "c", "value": 10.0, "operations": 0},
+            "numeric": {
+                "h": 1.2110908904627848e-05,
+                "central": 10.000000000073337,
+                "forward": 10.000000000073337,
+                "central_error": 7.333689211463934e-11,
+                "forward_error": 7.333689211463934e-11,
+            },
+        },
+        {
+            "variable": "b",
+            "reverse_mode": 10.0,
+            "symbolic": {"text": "c", "latex": "c", "value": 10.0, "operations": 0},
+            "numeric": {
+                "h": 1.8166363357163817e-05,
+                "central": 10.00000000004889,
+                "forward": 10.00000000004889,
+                "central_error": 4.8890669290813094e-11,
+                "forward_error": 4.8890669290813094e-11,
+            },
+        },
+        {
+            "variable": "c",
+            "reverse_mode": -1.0,
+            "symbolic": {"text": "a + b", "latex": "a + b", "value": -1.0, "operations": 1},
+            "numeric": {
+                "h": 6.055454452358333e-05,
+                "central": -1.0,
+                "forward": -1.0,
+                "central_error": 0.0,
+                "forward_error": 0.0,
+            },
+        },
+    ],
+    "cost": {
+        "reverse_mode": {"nodes": 5, "forward_steps": 2, "backward_steps": 4},
+        "numeric": {"central_evaluations": 6, "forward_evaluations": 4},
+        "symbolic": {"expression_operations": 2, "derivative_operations": 1},
+    },
+    "agree": True,
+}
 
 
 def graph_document() -> dict[str, Any]:

@@ -12,6 +12,7 @@ from marshmallow import Schema, ValidationError, fields, validate, validates_sch
 
 from service.api.config import SETTINGS
 from service.evaluator import DEFAULT_GRANULARITY, FIELDS, GRANULARITIES
+from service.i18n import _
 from service.kinds import KINDS, type_uri
 from service.limits import DEFAULT_LIMITS, Limits
 
@@ -565,4 +566,159 @@ class SweepSchema(Schema):
         fields.List,
         "One entry per point outside the domain, in point order.",
         fields.Nested(SweepErrorSchema),
+    )
+
+
+# -- POST /v1/derivatives -----------------------------------------------------------------------
+
+
+class FiniteNumber(fields.Float):
+    """A JSON number that is a finite float: not a string of digits, a boolean, NaN or 1e400."""
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> float:
+        try:
+            number = float(value) if isinstance(value, int | float) else math.nan
+        except OverflowError:  # an integer beyond the range of a float
+            number = math.inf
+        if isinstance(value, bool) or not math.isfinite(number):
+            raise ValidationError(_("must be a finite number"))
+        return number
+
+
+class DerivativesRequestSchema(Schema):
+    expression = _expression()
+    bindings = Bindings(
+        load_default=dict,
+        metadata={
+            "description": "A finite number for every input, as for POST /v1/gradients: a "
+            "program's declared inputs take their `Value(number)` unless bound here."
+        },
+    )
+    output = _output()
+    variables = fields.List(
+        fields.String(),
+        load_default=None,
+        validate=validate.Length(min=1),
+        metadata={
+            "description": "The variables to differentiate by; all of them when left out. "
+            "The derivatives come in the order the variables are first used."
+        },
+    )
+    h = FiniteNumber(
+        load_default=None,
+        validate=validate.Range(min=0, min_inclusive=False),
+        metadata={
+            "exclusiveMinimum": 0,
+            "description": "The step of the difference quotients, the same for every variable. "
+            "When left out, each variable gets cbrt(machine epsilon) * max(1, |x|), about "
+            "6e-6 * max(1, |x|): the step that balances a central difference's truncation "
+            "error against its rounding error.",
+        },
+    )
+
+
+class SymbolicDerivativeSchema(Schema):
+    text = _out(
+        fields.String,
+        "d(expression)/d(variable) in sympy's syntax, e.g. `c*Heaviside(a*b, 0)`, simplified "
+        "when that is quick and makes it shorter. Heaviside(x, 0) is relu's derivative: 1 for "
+        "x > 0, else 0.",
+    )
+    latex = _out(
+        fields.String, "The same formula as LaTeX; relu's derivative as a cases expression."
+    )
+    value = _out(
+        fields.Float,
+        "The formula evaluated exactly at the bindings (taken as exact binary fractions), then "
+        "rounded to a float; null where the exact derivative is not a finite real number.",
+        allow_none=True,
+    )
+    operations = _out(fields.Integer, "The formula's size: sympy's `count_ops`.")
+
+
+class NumericDerivativeSchema(Schema):
+    h = _out(fields.Float, "The step used.")
+    central = _out(
+        fields.Float,
+        "(f(x + h) - f(x - h)) / 2h; null where f is undefined at a step.",
+        allow_none=True,
+    )
+    forward = _out(
+        fields.Float, "(f(x + h) - f(x)) / h; null where f is undefined at x + h.", allow_none=True
+    )
+    central_error = _out(
+        fields.Float, "|central - symbolic value|; null if either is null.", allow_none=True
+    )
+    forward_error = _out(
+        fields.Float, "|forward - symbolic value|; null if either is null.", allow_none=True
+    )
+
+
+class DerivativeSchema(Schema):
+    variable = _out(fields.String, "The variable differentiated by.")
+    reverse_mode = _out(
+        fields.Float, "The engine's gradient, as POST /v1/gradients gives it: one backward pass."
+    )
+    symbolic = _out(fields.Nested, "sympy's exact derivative.", SymbolicDerivativeSchema)
+    numeric = _out(fields.Nested, "Difference quotients.", NumericDerivativeSchema)
+
+
+class ReverseModeCostSchema(Schema):
+    nodes = _out(fields.Integer, "Nodes of the graph, built once.")
+    forward_steps = _out(fields.Integer, "Operations computed by the forward pass.")
+    backward_steps = _out(
+        fields.Integer,
+        "Local derivative times gradient, one per edge, in the one backward pass that gives "
+        "every derivative at once.",
+    )
+
+
+class NumericCostSchema(Schema):
+    central_evaluations = _out(
+        fields.Integer, "Evaluations of the whole expression: 2 per variable."
+    )
+    forward_evaluations = _out(
+        fields.Integer, "Evaluations for forward differences: 1 per variable, plus f(x)."
+    )
+
+
+class SymbolicCostSchema(Schema):
+    expression_operations = _out(fields.Integer, "The expression's own size (`count_ops`).")
+    derivative_operations = _out(
+        fields.Integer, "The derivative formulas' size, all together (`count_ops`)."
+    )
+
+
+class DerivativesCostSchema(Schema):
+    reverse_mode = _out(fields.Nested, "Work of reverse mode.", ReverseModeCostSchema)
+    numeric = _out(fields.Nested, "Work of the difference quotients.", NumericCostSchema)
+    symbolic = _out(fields.Nested, "Size of the symbolic formulas.", SymbolicCostSchema)
+
+
+class IntermediateSchema(Schema):
+    name = _out(fields.String, "The name a statement of the program gave it.")
+    latex = _out(fields.String, "Its value as LaTeX, written in the inputs.")
+
+
+class DerivativesSchema(Schema):
+    expression = _out(fields.String, "The expression, as sent.")
+    latex = _out(fields.String, "The output as LaTeX, written in the inputs.")
+    intermediates = _out(
+        fields.List,
+        "For a program: each named value the output is computed from, in the order computed, "
+        "as LaTeX written in the inputs; empty for an expression.",
+        fields.Nested(IntermediateSchema),
+    )
+    value = _out(fields.Float, "The expression's value.")
+    derivatives = _out(
+        fields.List,
+        "One item per variable, in the order of first use.",
+        fields.Nested(DerivativeSchema),
+    )
+    cost = _out(fields.Nested, "The three ways' work, as numbers.", DerivativesCostSchema)
+    agree = _out(
+        fields.Boolean,
+        "Whether reverse mode and the exact value agree for every variable: within 1e-9 "
+        "relative, or 1e-12 of the largest number the graph handled (rounding where terms "
+        "cancel).",
     )

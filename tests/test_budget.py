@@ -1,0 +1,95 @@
+"""Time budgets: work is stopped where it is, nested budgets report the right one, and an
+exception Python swallows (in a `__del__`, a gc callback) does not let the work run on."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from service import budget
+from service.budget import time_budget
+from service.errors import BudgetExceeded
+
+GIVE_UP = 10.0  # seconds a spin runs when no budget stops it: the test then fails, not hangs
+
+
+def spin(seconds: float = GIVE_UP) -> None:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pass
+
+
+@pytest.fixture(autouse=True)
+def check_clean() -> Iterator[None]:
+    """After each test: no budget left in force, its handler gone, and no alarm of its own."""
+    pending = signal.getitimer(signal.ITIMER_REAL)[0]
+    yield
+    assert budget._active == []
+    assert signal.getsignal(signal.SIGALRM) is not budget._on_alarm
+    if not pending:
+        assert signal.getitimer(signal.ITIMER_REAL)[0] == 0
+
+
+def test_work_is_stopped_where_it_is() -> None:
+    with pytest.raises(BudgetExceeded) as stopped, time_budget(0.05, "spinning"):
+        spin()
+    assert stopped.value.kind == "spinning"
+    assert stopped.value.seconds == 0.05
+
+
+def test_work_within_the_budget_is_left_alone() -> None:
+    with time_budget(5, "roomy"):
+        spin(0.01)
+
+
+def test_the_inner_budget_is_reported_when_it_runs_out_first() -> None:
+    with (
+        pytest.raises(BudgetExceeded) as stopped,
+        time_budget(5, "outer"),
+        time_budget(0.05, "inner"),
+    ):
+        spin()
+    assert stopped.value.kind == "inner"
+
+
+def test_the_outer_budget_is_reported_when_it_runs_out_first() -> None:
+    with (
+        pytest.raises(BudgetExceeded) as stopped,
+        time_budget(0.05, "outer"),
+        time_budget(5, "inner"),
+    ):
+        spin()
+    assert stopped.value.kind == "outer"
+
+
+def test_an_inner_overrun_caught_leaves_the_outer_budget_in_force() -> None:
+    with pytest.raises(BudgetExceeded) as stopped, time_budget(0.3, "outer"):
+        with pytest.raises(BudgetExceeded), time_budget(0.05, "inner"):
+            spin()
+        spin()
+    assert stopped.value.kind == "outer"
+
+
+def test_a_swallowed_overrun_is_raised_again() -> None:
+    with pytest.raises(BudgetExceeded) as stopped, time_budget(0.05, "swallowed"):
+        with contextlib.suppress(BudgetExceeded):  # as Python does with one from a `__del__`
+            spin()
+        spin()
+    assert stopped.value.kind == "swallowed"
+
+
+class SlowToDie:
+    def __del__(self) -> None:
+        spin(0.2)  # the alarm fires in here, where Python ignores exceptions
+
+
+# Python reports the exception it ignored in __del__ as unraisable; that is the point here.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_an_alarm_inside_a_finalizer_still_stops_the_work() -> None:
+    with pytest.raises(BudgetExceeded), time_budget(0.05, "finalized"):
+        SlowToDie()  # dropped at once: its __del__ runs now and outlasts the budget
+        spin()
