@@ -2,47 +2,52 @@
 
 from __future__ import annotations
 
+from service.i18n import Message, _
+
 TYPE_BASE = "https://autograd-service.dev/problems/"
 
 # Keyed by the kind as it appears in the problem `type` URI: the core's kind with dashes.
-KINDS: dict[str, tuple[int, str]] = {
+KINDS: dict[str, tuple[int, Message]] = {
     # The expression is not one of our language (core: EXPRESSION_KINDS).
-    "empty-expression": (422, "Empty expression"),
-    "unexpected-token": (422, "Unexpected token"),
-    "unexpected-end": (422, "Unexpected end of expression"),
-    "unbalanced-parenthesis": (422, "Unbalanced parenthesis"),
-    "unknown-function": (422, "Unknown function"),
-    "wrong-arity": (422, "Wrong number of arguments"),
-    "variable-exponent": (422, "Variable exponent"),
-    "implicit-multiplication": (422, "Implicit multiplication"),
-    "invalid-character": (422, "Invalid character"),
-    "unsupported-syntax": (422, "Unsupported syntax"),
+    "empty-expression": (422, _("Empty expression")),
+    "unexpected-token": (422, _("Unexpected token")),
+    "unexpected-end": (422, _("Unexpected end of expression")),
+    "unbalanced-parenthesis": (422, _("Unbalanced parenthesis")),
+    "unknown-function": (422, _("Unknown function")),
+    "wrong-arity": (422, _("Wrong number of arguments")),
+    "variable-exponent": (422, _("Variable exponent")),
+    "implicit-multiplication": (422, _("Implicit multiplication")),
+    "invalid-character": (422, _("Invalid character")),
+    "unsupported-syntax": (422, _("Unsupported syntax")),
     # Well formed, but larger than the configured limits (core: LIMIT_KINDS).
-    "expression-too-long": (422, "Expression too long"),
-    "nesting-too-deep": (422, "Expression nested too deeply"),
-    "too-many-nodes": (422, "Too many graph nodes"),
-    "identifier-too-long": (422, "Identifier too long"),
-    "constant-too-large": (422, "Constant too large"),
+    "expression-too-long": (422, _("Expression too long")),
+    "nesting-too-deep": (422, _("Expression nested too deeply")),
+    "too-many-nodes": (422, _("Too many graph nodes")),
+    "identifier-too-long": (422, _("Identifier too long")),
+    "constant-too-large": (422, _("Constant too large")),
     # The bindings do not fit the expression (core: BINDING_KINDS).
-    "unbound-variables": (422, "Unbound variables"),
-    "unknown-variables": (422, "Unknown variables"),
-    "invalid-binding": (422, "Invalid binding"),
-    "too-many-bindings": (422, "Too many bindings"),
+    "unbound-variables": (422, _("Unbound variables")),
+    "unknown-variables": (422, _("Unknown variables")),
+    "invalid-binding": (422, _("Invalid binding")),
+    "too-many-bindings": (422, _("Too many bindings")),
     # A value or gradient is not a finite real number (core: DOMAIN_KINDS).
-    "log-domain": (422, "Logarithm of a non-positive number"),
-    "division-by-zero": (422, "Division by zero"),
-    "complex-result": (422, "Complex result"),
-    "overflow": (422, "Overflow"),
-    "non-finite": (422, "Non-finite gradient"),
+    "log-domain": (422, _("Logarithm of a non-positive number")),
+    "division-by-zero": (422, _("Division by zero")),
+    "complex-result": (422, _("Complex result")),
+    "overflow": (422, _("Overflow")),
+    "non-finite": (422, _("Non-finite gradient")),
+    # Answers sent to /v1/check that the expression has no item for, or too costly to judge.
+    "unknown-answer-items": (422, _("Unknown answer items")),
+    "check-too-expensive": (422, _("Answers too expensive to check")),
     # The request itself, before the core sees it.
-    "malformed-json": (400, "Malformed JSON"),
-    "bad-request": (400, "Bad request"),
-    "validation-error": (422, "Invalid request"),
-    "unsupported-media-type": (415, "Unsupported media type"),
-    "body-too-large": (413, "Request body too large"),
-    "not-found": (404, "Not found"),
-    "method-not-allowed": (405, "Method not allowed"),
-    "internal-error": (500, "Internal server error"),
+    "malformed-json": (400, _("Malformed JSON")),
+    "bad-request": (400, _("Bad request")),
+    "validation-error": (422, _("Invalid request")),
+    "unsupported-media-type": (415, _("Unsupported media type")),
+    "body-too-large": (413, _("Request body too large")),
+    "not-found": (404, _("Not found")),
+    "method-not-allowed": (405, _("Method not allowed")),
+    "internal-error": (500, _("Internal server error")),
 }
 
 # The kind of each HTTP error Flask, Werkzeug or webargs raise; other statuses are `about:blank`.

@@ -10,13 +10,14 @@ from flask import Response, current_app, request
 from flask_smorest import Api, Blueprint
 from werkzeug.exceptions import HTTPException
 
-from service.api import json_response
+from service.api import json_response, language
 from service.api.examples import REFUSED, refusal
 from service.api.kinds import HTTP_KINDS, KINDS, Problem, slug, type_uri
 from service.api.logs import LOGGER
 from service.api.request import REQUEST_ID_HEADER, RESPONSE_HEADERS
 from service.api.schemas import ProblemSchema
 from service.errors import AutogradError, BindingError, DomainError, ExpressionError, LimitExceeded
+from service.i18n import localized, translate
 
 PROBLEM_MIMETYPE = "application/problem+json"
 View = TypeVar("View", bound=Callable[..., Any])
@@ -51,12 +52,16 @@ _SAMPLES: dict[str, tuple[str, dict[str, Any]]] = {
 
 
 def problem_body(kind: str, detail: str, **extensions: Any) -> dict[str, Any]:
+    """The problem of `kind`, its title and detail in the language the request asked for."""
     status, title = KINDS[kind]
+    locale = language.current()
+    if "errors" in extensions:
+        extensions["errors"] = localized(extensions["errors"], locale)
     return {
         "type": type_uri(kind),
-        "title": title,
+        "title": translate(title, locale),
         "status": status,
-        "detail": detail,
+        "detail": translate(detail, locale),
         **extensions,
     }
 

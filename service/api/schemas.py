@@ -6,11 +6,13 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from marshmallow import Schema, ValidationError, fields, validate
+from marshmallow import Schema, ValidationError, fields, post_load, validate
 
 from service.api.kinds import KINDS, type_uri
 from service.api.request import NonFiniteNumber
+from service.check import CODES, DEFAULT_TOLERANCE, VERDICTS, Tolerance
 from service.evaluator import DEFAULT_GRANULARITY, GRANULARITIES
+from service.exercises import DEFAULT_KIND, DEFAULT_LEVEL, EXERCISE_KINDS, LEVELS, MAX_SEED
 
 
 def _out(field: type[fields.Field], description: str, *args: Any, **kwargs: Any) -> fields.Field:
@@ -281,4 +283,179 @@ class ProblemSchema(Schema):
         fields.List,
         "Validation problems: each part of the body at fault.",
         fields.Nested(PointerSchema),
+    )
+
+
+# -- checking answers (POST /v1/check) and exercises (POST /v1/exercises) --------------------
+
+_ANSWER = (
+    "A number (JSON number, or text of a constant such as `-1/2`); null or absent: unanswered."
+)
+
+
+def _answers(description: str) -> fields.Dict:
+    return fields.Dict(
+        keys=fields.String(),
+        values=fields.Raw(allow_none=True),
+        allow_none=True,
+        metadata={"description": description},
+    )
+
+
+class AnswersSchema(Schema):
+    value = fields.Raw(allow_none=True, metadata={"description": f"The output's value. {_ANSWER}"})
+    gradients = _answers(
+        f"Variable name to the gradient of the output with respect to it. {_ANSWER}"
+    )
+    nodes = _answers(
+        "Node id (as in `graph.nodes` of the operator view) to the gradient that reaches it: "
+        f"the backward pass filled in. {_ANSWER}"
+    )
+    derivatives = _answers(
+        "Variable name to the derivative of the output with respect to it, as an expression "
+        "in our language (e.g. `2*a*b`); judged by mathematical equivalence."
+    )
+
+
+class ToleranceSchema(Schema):
+    relative = fields.Float(
+        load_default=DEFAULT_TOLERANCE.relative,
+        validate=validate.Range(min=0, max=1),
+        metadata={"description": "Allowed error relative to |expected|."},
+    )
+    absolute = fields.Float(
+        load_default=DEFAULT_TOLERANCE.absolute,
+        validate=validate.Range(min=0, max=1e300),
+        metadata={"description": "Allowed absolute error, added to the relative one."},
+    )
+
+    @post_load
+    def tolerance(self, data: dict[str, float], **kwargs: Any) -> Tolerance:
+        return Tolerance(**data)
+
+
+class CheckRequestSchema(Schema):
+    expression = _expression()
+    bindings = Bindings(
+        required=True,
+        metadata={"description": "A finite number for every variable of the expression."},
+    )
+    answers = fields.Nested(
+        AnswersSchema, required=True, metadata={"description": "The learner's answers."}
+    )
+    tolerance = fields.Nested(
+        ToleranceSchema,
+        load_default=lambda: DEFAULT_TOLERANCE,
+        metadata={
+            "description": "A number is correct within absolute + relative * |expected| "
+            "(default relative 1e-6, absolute 1e-9)."
+        },
+    )
+    reveal = fields.Boolean(
+        load_default=False,
+        metadata={"description": "Include each item's `expected` answer in the results."},
+    )
+
+
+class FeedbackSchema(Schema):
+    code = _out(fields.String, "The likely mistake, or `correct`.", validate=validate.OneOf(CODES))
+    message = _out(fields.String, "A sentence for the learner, in the response's language.")
+    position = _problem(
+        fields.Nested, "Unparsable answers: where in the answer text.", PositionSchema
+    )
+
+
+class CheckItemSchema(Schema):
+    item = _out(
+        fields.String, "What was answered: `value`, `gradients.a`, `nodes.7`, `derivatives.a`."
+    )
+    verdict = _out(fields.String, "The verdict.", validate=validate.OneOf(VERDICTS))
+    feedback = _out(fields.Nested, "What to tell the learner.", FeedbackSchema)
+    expected = _problem(
+        fields.Raw,
+        "Only with `reveal: true`: the right answer, a number, or the derivative as text.",
+    )
+
+
+class CheckResultSchema(Schema):
+    score = _out(
+        fields.Float,
+        "Correct answers / answered items (0 when nothing is answered).",
+        validate=validate.Range(min=0, max=1),
+    )
+    results = _out(
+        fields.List,
+        "Every item: the value, each variable's gradient, and each node or derivative when "
+        "`nodes` or `derivatives` was sent.",
+        fields.Nested(CheckItemSchema),
+    )
+
+
+class ExerciseRequestSchema(Schema):
+    seed = fields.Integer(
+        required=True,
+        strict=True,
+        validate=validate.Range(min=0, max=MAX_SEED),
+        metadata={"description": "Any whole number; the same seed gives the same exercise."},
+    )
+    level = fields.Integer(
+        load_default=DEFAULT_LEVEL,
+        strict=True,
+        validate=validate.OneOf(LEVELS),
+        metadata={
+            "description": "1: `(a + b) * c` and its cousins; 2: shared nodes and relu; "
+            "3: derived operations (`-`, `/`), powers and relu dead zones."
+        },
+    )
+    kind = fields.String(
+        load_default=DEFAULT_KIND,
+        validate=validate.OneOf(EXERCISE_KINDS),
+        metadata={
+            "description": "`gradients`: predict every variable's gradient; `backward-pass`: "
+            "the gradient reaching every node; `derivative`: write each derivative symbolically."
+        },
+    )
+    reveal = fields.Boolean(
+        load_default=False, metadata={"description": "Include the right `answers`."}
+    )
+
+
+class QuestionSchema(Schema):
+    item = _out(fields.String, "The item this question is, as /v1/check names it.")
+    prompt = _out(fields.String, "The question, in the response's language.")
+
+
+class ExerciseSchema(Schema):
+    seed = _out(fields.Integer, "The seed asked for.")
+    level = _out(fields.Integer, "The level asked for.")
+    kind = _out(fields.String, "The kind asked for.", validate=validate.OneOf(EXERCISE_KINDS))
+    generator = _out(
+        fields.Integer,
+        "The version of the exercise rules; a seed gives the same exercise while it is the same.",
+    )
+    expression = _out(fields.String, "The expression to show (send it to /v1/check as is).")
+    bindings = _out(
+        fields.Dict,
+        "The variables' values (send them to /v1/check as is).",
+        keys=fields.String(),
+        values=fields.Float(),
+    )
+    instructions = _out(fields.String, "What to do, in the response's language.")
+    questions = _out(fields.List, "The questions, one per item.", fields.Nested(QuestionSchema))
+    answer_template = _out(
+        fields.Dict,
+        "The `answers` object /v1/check expects, every answer null: fill it in.",
+        keys=fields.String(),
+        values=fields.Dict(keys=fields.String(), values=fields.Raw(allow_none=True)),
+    )
+    graph = _problem(
+        fields.Nested,
+        "`backward-pass` exercises: the graph whose node ids the questions use.",
+        GraphShapeSchema,
+    )
+    answers = _problem(
+        fields.Dict,
+        "Only with `reveal: true`: the right answers, in the shape of `answer_template`.",
+        keys=fields.String(),
+        values=fields.Dict(keys=fields.String(), values=fields.Raw()),
     )

@@ -1,0 +1,601 @@
+"""Checking a learner's answers against the graph: a verdict per item and the likely mistake.
+
+A number is judged against the engine's own forward and backward pass, within a tolerance. A
+symbolic derivative is parsed by our grammar (never evaluated as code), then judged by sympy: the
+difference with the true derivative is simplified, and where that cannot decide, both are compared
+at random points, as CAS graders do.
+
+An incorrect answer is compared with the answers each typical mistake would produce, computed from
+the graph rather than listed per exercise. The gradient at a target node is a sum over paths of
+products of local derivatives, so one slip changes it in a way the graph predicts:
+
+- a local derivative `l` on the edge parent -> child replaced by a wrong `w` (the operand's own
+  value, the node's value, 1, the other operand, `-l`, a relu taken as on) moves the target's
+  gradient by `(w - l) * grad(parent) * d(child)/d(target)`;
+- a node whose gradient kept only one incoming contribution (the `+=` of the backward pass
+  forgotten) moves it by `(contribution - grad(node)) * d(node)/d(target)`.
+
+`d(x)/d(target)` is one forward-mode sweep from the target, so every candidate costs O(1) once the
+sweep is done. A symbolic answer is matched the same way at every sample point.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import sympy
+
+from service.budget import time_budget
+from service.engine import Value
+from service.errors import AutogradError, BudgetExceeded, DomainError
+from service.evaluator import Evaluator
+from service.i18n import Message, _, _n
+from service.limits import Limits
+from service.parser import ParsedExpression, parse
+
+VERDICTS = ("correct", "incorrect", "unanswered")
+CODES = (
+    "correct",
+    "unanswered",
+    "wrong_sign",
+    "one_path_only",
+    "wrong_local_derivative",
+    "dead_relu",
+    "outside_tolerance",
+    "not_a_number",
+    "unparsable",
+    "unknown_variable",
+    "incorrect",
+)
+# When an answer fits several mistakes, the most specific one is named.
+_PRIORITY = ("dead_relu", "one_path_only", "wrong_sign", "wrong_local_derivative")
+
+# A learner's answer is a short formula: these bounds keep hostile ones cheap to refuse.
+ANSWER_LIMITS = Limits(
+    max_expression_length=1000, max_depth=50, max_nodes=500, max_identifier_length=64
+)
+DIAGNOSIS_NODES = 400  # mistakes are looked for in graphs up to this size; beyond, right or wrong
+SIMPLIFY_SECONDS = 1.0  # sympy's simplification of one difference; past it, points decide
+SYMBOLIC_SECONDS = 10.0  # all symbolic work of one request
+SAMPLE_POINTS = 6  # points at which a symbolic answer must agree
+SAMPLE_TRIES = 40  # points drawn at most, since some fall outside the expression's domain
+SIMPLIFY_KIND = "simplification_too_slow"  # an inner budget: its overrun falls back to points
+CHECK_KIND = "check_too_expensive"
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """How far a number may be from the expected one: `absolute + relative * |expected|`."""
+
+    relative: float = 1e-6
+    absolute: float = 1e-9
+
+    def accepts(self, answer: float, expected: float) -> bool:
+        return abs(answer - expected) <= self.absolute + self.relative * abs(expected)
+
+
+DEFAULT_TOLERANCE = Tolerance()
+# "Close": off by at most 1% (or 0.01), as a rounded or slightly miscomputed answer is.
+CLOSE = Tolerance(relative=1e-2, absolute=1e-2)
+
+
+class AnswerError(AutogradError):
+    """The answers name items the expression does not have: a fault of the client, not the
+    learner."""
+
+    def __init__(self, message: str, items: list[str]) -> None:
+        super().__init__("unknown_answer_items", message)
+        self.items = items
+
+
+# -- what a mistake would have answered --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """The answer one specific mistake produces, and what to tell the learner about it."""
+
+    code: str
+    value: float
+    about: tuple[tuple[str, Any], ...] = ()  # the message's parameters
+
+
+def _node_text(expression: str, node: dict[str, Any]) -> str:
+    """How the learner wrote a node: its text in the expression, shortened when long."""
+    start, end = node["span"]
+    text = " ".join(expression[start:end].split()) or node["label"]
+    return text if len(text) <= 40 else f"{text[:19]}…{text[-19:]}"
+
+
+def _wrong_locals(nodes: list[dict[str, Any]], parent: int, k: int) -> list[tuple[float, str]]:
+    """The wrong local derivatives a learner plausibly uses on edge `k` of `parent`, with how
+    to describe each. Always the same list for the same graph, whatever the numbers."""
+    node = nodes[parent]
+    child = nodes[node["children"][k]]
+    local = node["local_grads"][k]
+    x = child["value"]
+    wrong = [
+        (x, "own"),  # d(a * b)/da taken as a: the operand's own value
+        (node["value"], "node"),  # the node's own value: d log(a)/da taken as log(a)
+        (1.0, "one"),  # the gradient passed through without the local derivative
+    ]
+    if len(node["children"]) == 2:  # the other operand, e.g. b / a for d(a / b)/da
+        wrong.append((nodes[node["children"][1 - k]]["value"], "other"))
+    if node["op"] == "**" and node["exponent"] is not None:
+        exponent = node["exponent"]
+        wrong.append((_safe(lambda: exponent * x**exponent), "power"))  # exponent not lowered
+        wrong.append((_safe(lambda: x ** (exponent - 1)), "power"))  # factor k forgotten
+    if node["op"] == "tanh":
+        wrong.append((1.0 - x * x, "tanh"))  # 1 - a**2 rather than 1 - tanh(a)**2
+    wrong.append((-local, "sign"))
+    return wrong
+
+
+def _safe(compute: Callable[[], float]) -> float:
+    try:
+        value = compute()
+    except (OverflowError, ZeroDivisionError, ValueError):
+        return math.nan
+    return value if isinstance(value, float) and math.isfinite(value) else math.nan
+
+
+def candidates(expression: str, document: dict[str, Any], target: int) -> list[Candidate]:
+    """Every mistaken gradient of node `target` the graph predicts, in an order fixed by the
+    graph's shape (so that the same mistake has the same index at every sample point)."""
+    nodes = document["graph"]["nodes"]
+    grad = nodes[target]["grad"]
+    found = [Candidate("wrong_sign", -grad)]
+    if len(nodes) > DIAGNOSIS_NODES:
+        return found
+    # d(node)/d(target) for every node: forward mode from the target (children come first).
+    tangent = [0.0] * len(nodes)
+    tangent[target] = 1.0
+    for node in nodes[target + 1 :]:
+        tangent[node["id"]] = math.fsum(
+            local * tangent[child]
+            for child, local in zip(node["children"], node["local_grads"], strict=True)
+        )
+    incoming: dict[int, list[float]] = {}
+    for node in nodes:
+        parent_grad = node["grad"]
+        for k, (child, local) in enumerate(zip(node["children"], node["local_grads"], strict=True)):
+            incoming.setdefault(child, []).append(local * parent_grad)
+            reach = parent_grad * tangent[child]
+            if node["op"] == "relu":
+                found.append(
+                    Candidate(
+                        "dead_relu",
+                        grad + (1.0 - local) * reach,
+                        (("node", _node_text(expression, node)),),
+                    )
+                )
+                continue
+            for wrong, how in _wrong_locals(nodes, node["id"], k):
+                code = "wrong_sign" if how == "sign" else "wrong_local_derivative"
+                about = (
+                    ("node", _node_text(expression, node)),
+                    ("operand", _node_text(expression, nodes[child])),
+                )
+                found.append(Candidate(code, grad + (wrong - local) * reach, about))
+    for child, contributions in sorted(incoming.items()):
+        if len(contributions) < 2:
+            continue
+        about = (("node", _node_text(expression, nodes[child])), ("count", len(contributions)))
+        total = nodes[child]["grad"]
+        for contribution in contributions:
+            value = grad + (contribution - total) * tangent[child]
+            found.append(Candidate("one_path_only", value, about))
+    return found
+
+
+def _dead_relu_on_path(expression: str, document: dict[str, Any], target: int) -> str | None:
+    """A relu that is off and would otherwise pass gradient down to `target`, as text."""
+    nodes = document["graph"]["nodes"]
+    if len(nodes) > DIAGNOSIS_NODES:
+        return None
+    below = {target}  # nodes from which `target` can be reached going down
+    for node in nodes[target + 1 :]:
+        if any(child in below for child in node["children"]):
+            below.add(node["id"])
+    for node in nodes:
+        if node["op"] == "relu" and node["id"] in below and node["local_grads"] == [0.0]:
+            return _node_text(expression, node)
+    return None
+
+
+# -- feedback ----------------------------------------------------------------------------------
+
+
+def _mistake_message(code: str, about: Mapping[str, Any]) -> Message:
+    if code == "wrong_sign":
+        return _(
+            "The size is right but the sign is wrong: look for a negative local derivative "
+            "on the way back, such as the -1 of a subtraction or a negative operand."
+        )
+    if code == "one_path_only":
+        return _n(
+            "{node} is used {count} time, and the contributions from every use add up "
+            "(the += of the backward pass); this answer counts only one of them.",
+            "{node} is used {count} times, and the contributions from every use add up "
+            "(the += of the backward pass); this answer counts only one of them.",
+            about["count"],
+            node=about["node"],
+        )
+    if code == "wrong_local_derivative":
+        return _(
+            "At {node}, the gradient sent to {operand} was multiplied by the wrong local "
+            "derivative: take the derivative of {node} with respect to {operand}, not a value "
+            "that happens to sit next to it.",
+            node=about["node"],
+            operand=about["operand"],
+        )
+    if code == "dead_relu":
+        return _(
+            "The relu at {node} is off where its input is not positive: its local derivative "
+            "is then 0, and no gradient passes through it.",
+            node=about["node"],
+        )
+    raise ValueError(code)
+
+
+def _feedback(code: str, message: str, **extra: Any) -> dict[str, Any]:
+    return {"code": code, "message": message, **extra}
+
+
+def _correct() -> dict[str, Any]:
+    return _feedback("correct", _("Correct."))
+
+
+def _incorrect() -> dict[str, Any]:
+    return _feedback(
+        "incorrect",
+        _(
+            "Not correct. Go back through the graph edge by edge: incoming gradient × local "
+            "derivative = contribution, and the contributions reaching a node add up."
+        ),
+    )
+
+
+def _close(tolerance: Tolerance) -> dict[str, Any]:
+    return _feedback(
+        "outside_tolerance",
+        _(
+            "Close, but outside the tolerance (relative {relative}, absolute {absolute}): "
+            "round less, or recompute with more digits.",
+            relative=f"{tolerance.relative:g}",
+            absolute=f"{tolerance.absolute:g}",
+        ),
+    )
+
+
+def judge(
+    answers: list[float],
+    expected: list[float],
+    mistakes: list[list[Candidate]],
+    tolerance: Tolerance,
+) -> dict[str, Any]:
+    """The feedback for an answer given at one or more points: correct, the mistake every point
+    agrees on, close, or plainly incorrect. `mistakes[j]` are the candidates at point j."""
+    points = range(len(answers))
+    if all(tolerance.accepts(answers[j], expected[j]) for j in points):
+        return _correct()
+    shared = min((len(m) for m in mistakes), default=0)
+    order = sorted(range(shared), key=lambda i: _PRIORITY.index(mistakes[0][i].code))
+    for i in order:
+        fits = all(tolerance.accepts(answers[j], mistakes[j][i].value) for j in points)
+        # A candidate equal to the right answer everywhere is no mistake at all.
+        if fits and not all(tolerance.accepts(mistakes[j][i].value, expected[j]) for j in points):
+            candidate = mistakes[0][i]
+            message = _mistake_message(candidate.code, dict(candidate.about))
+            return _feedback(candidate.code, message)
+    if all(CLOSE.accepts(answers[j], expected[j]) for j in points):
+        return _close(tolerance)
+    return _incorrect()
+
+
+# -- reading answers ---------------------------------------------------------------------------
+
+
+class Unreadable(Exception):
+    """An answer that is not a number or expression we can judge: its feedback is ready."""
+
+    def __init__(self, feedback: dict[str, Any]) -> None:
+        super().__init__(feedback["message"])
+        self.feedback = feedback
+
+
+def _unparsable(error: AutogradError) -> Unreadable:
+    span = getattr(error, "span", None)
+    if span is None:
+        return Unreadable(
+            _feedback(
+                "unparsable",
+                _("The answer cannot be read: {reason}", reason=error.message),
+            )
+        )
+    return Unreadable(
+        _feedback(
+            "unparsable",
+            _(
+                "The answer cannot be read at characters {start} to {end}: {reason}",
+                start=span[0],
+                end=span[1],
+                reason=error.message,
+            ),
+            position={"start": span[0], "end": span[1]},
+        )
+    )
+
+
+def _not_a_number(what: Message) -> Unreadable:
+    return Unreadable(
+        _feedback("not_a_number", _("The answer must be a number, not {what}.", what=what))
+    )
+
+
+def _json_kind(value: Any) -> Message:
+    if isinstance(value, bool):
+        return _("true or false")
+    if isinstance(value, dict):
+        return _("an object")
+    if isinstance(value, list):
+        return _("a list")
+    return _("a number that is not finite")
+
+
+def read_number(answer: Any) -> float:
+    """A numeric answer: a JSON number, or text of a constant in our grammar (`-1/2`, `2**3`)."""
+    if isinstance(answer, int | float) and not isinstance(answer, bool):
+        number = float(answer) if abs(answer) < 1e308 else math.inf
+        if math.isfinite(number):
+            return number
+        raise _not_a_number(_json_kind(math.inf))
+    if not isinstance(answer, str):
+        raise _not_a_number(_json_kind(answer))
+    parsed = _parse_answer(answer)
+    if parsed.variables:
+        raise Unreadable(
+            _feedback(
+                "not_a_number",
+                _(
+                    "The answer must be a number, but it contains the variable {names}.",
+                    names=", ".join(parsed.variables),
+                ),
+            )
+        )
+    return parsed.root.value
+
+
+def _parse_answer(text: str) -> ParsedExpression:
+    try:
+        return parse(text, ANSWER_LIMITS)
+    except AutogradError as error:  # the grammar's refusal, or a constant part out of domain
+        raise _unparsable(error) from None
+
+
+# -- the check ---------------------------------------------------------------------------------
+
+
+@dataclass
+class _Item:
+    item: str
+    expected: Any
+    answer: Any = None
+    feedback: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def verdict(self) -> str:
+        code = self.feedback["code"]
+        return code if code in ("correct", "unanswered") else "incorrect"
+
+
+def check(
+    evaluator: Evaluator,
+    expression: str,
+    bindings: Mapping[str, float],
+    answers: Mapping[str, Any],
+    tolerance: Tolerance = DEFAULT_TOLERANCE,
+    reveal: bool = False,
+) -> dict[str, Any]:
+    """Every item answered or expected, with its verdict and feedback, and the score."""
+    document = evaluator.evaluate(expression, bindings)
+    nodes = document["graph"]["nodes"]
+    variables = list(document["gradients"])
+    variable_node = {node["label"]: node["id"] for node in nodes if node["kind"] == "variable"}
+    _refuse_unknown(answers, variables, len(nodes))
+
+    items: list[_Item] = []
+    value = _Item("value", document["value"], answers.get("value"))
+    _judge_number(value, expression, document, None, tolerance)
+    items.append(value)
+    given = answers.get("gradients") or {}
+    for name in variables:
+        item = _Item(f"gradients.{name}", document["gradients"][name], given.get(name))
+        _judge_number(item, expression, document, variable_node[name], tolerance)
+        items.append(item)
+    if answers.get("nodes") is not None:
+        given = {int(key): answer for key, answer in answers["nodes"].items()}
+        for node in nodes:
+            item = _Item(f"nodes.{node['id']}", node["grad"], given.get(node["id"]))
+            _judge_number(item, expression, document, node["id"], tolerance)
+            items.append(item)
+    if answers.get("derivatives") is not None:
+        given = answers["derivatives"]
+        with time_budget(SYMBOLIC_SECONDS, CHECK_KIND):
+            symbolic = _Symbolic(evaluator, expression, bindings, variable_node, tolerance)
+            for name in variables:
+                item = _Item(f"derivatives.{name}", None, given.get(name))
+                symbolic.judge(item, name, reveal)
+                items.append(item)
+
+    answered = [item for item in items if item.verdict != "unanswered"]
+    correct = sum(item.verdict == "correct" for item in answered)
+    results = []
+    for item in items:
+        result = {"item": item.item, "verdict": item.verdict, "feedback": item.feedback}
+        if reveal:
+            result["expected"] = item.expected
+        results.append(result)
+    return {"score": correct / len(answered) if answered else 0.0, "results": results}
+
+
+def _refuse_unknown(answers: Mapping[str, Any], variables: list[str], size: int) -> None:
+    known = set(variables)
+    unknown = [
+        f"{group}.{name}"
+        for group in ("gradients", "derivatives")
+        for name in (answers.get(group) or {})
+        if name not in known
+    ]
+    unknown += [
+        f"nodes.{key}"
+        for key in (answers.get("nodes") or {})
+        if not (key.isascii() and key.isdigit() and int(key) < size)
+    ]
+    if unknown:
+        shown = ", ".join(unknown[:5]) + (", …" if len(unknown) > 5 else "")
+        raise AnswerError(
+            _n(
+                "{items} is not an item of this expression: gradients and derivatives are "
+                "named by its variables, nodes by their ids in the graph",
+                "{items} are not items of this expression: gradients and derivatives are "
+                "named by its variables, nodes by their ids in the graph",
+                len(unknown),
+                items=shown,
+            ),
+            unknown,
+        )
+
+
+def _judge_number(
+    item: _Item, expression: str, document: dict[str, Any], target: int | None, tolerance: Tolerance
+) -> None:
+    if item.answer is None:
+        item.feedback = _feedback("unanswered", _("Not answered."))
+        return
+    try:
+        answer = read_number(item.answer)
+    except Unreadable as unreadable:
+        item.feedback = unreadable.feedback
+        return
+    expected = item.expected
+    if target is None:  # the value: only its sign can be told apart from a plain slip
+        mistakes = [Candidate("wrong_sign", -expected)]
+    else:
+        mistakes = candidates(expression, document, target)
+    item.feedback = judge([answer], [expected], [mistakes], tolerance)
+    if target is not None and item.feedback["code"] == "incorrect" and expected == 0:
+        relu = _dead_relu_on_path(expression, document, target)
+        if relu is not None:
+            item.feedback = _feedback("dead_relu", _mistake_message("dead_relu", {"node": relu}))
+
+
+class _Symbolic:
+    """Symbolic derivatives of one expression: sympy's derivative, and sample points where the
+    engine's gradients (exact derivatives) are compared with the answer's values."""
+
+    def __init__(
+        self,
+        evaluator: Evaluator,
+        expression: str,
+        bindings: Mapping[str, float],
+        variable_node: dict[str, int],
+        tolerance: Tolerance,
+    ) -> None:
+        self.evaluator = evaluator
+        self.expression = expression
+        self.parsed = evaluator.compile(expression).parsed
+        self.variable_node = variable_node
+        self.tolerance = tolerance
+        self.points: list[tuple[dict[str, float], dict[str, Any]]] | None = None
+
+    def sample(self) -> list[tuple[dict[str, float], dict[str, Any]]]:
+        """Up to SAMPLE_POINTS points where the expression and its gradients are finite, the
+        same on every run: grading must not depend on luck."""
+        if self.points is None:
+            rng = random.Random(0)  # noqa: S311 - reproducible points, not secrets
+            self.points = []
+            for attempt in range(SAMPLE_TRIES):
+                # Half the tries may be negative; later ones stay positive, for log and powers.
+                negative = attempt < SAMPLE_TRIES // 2
+                point = {
+                    name: round(rng.uniform(0.2, 2.5), 6) * (rng.choice((-1, 1)) if negative else 1)
+                    for name in self.parsed.variables
+                }
+                try:
+                    self.points.append((point, self.evaluator.evaluate(self.expression, point)))
+                except DomainError:
+                    continue
+                if len(self.points) == SAMPLE_POINTS:
+                    break
+        return self.points
+
+    def derivative(self, name: str) -> sympy.Expr:
+        return sympy.diff(self.parsed.sympy, sympy.Symbol(name, real=True))
+
+    def judge(self, item: _Item, name: str, reveal: bool) -> None:
+        if reveal:
+            item.expected = sympy.sstr(self.derivative(name))
+        if item.answer is None:
+            item.feedback = _feedback("unanswered", _("Not answered."))
+            return
+        if not isinstance(item.answer, str):
+            item.feedback = _feedback(
+                "unparsable", _("The answer must be an expression written as text.")
+            )
+            return
+        try:
+            answer = _parse_answer(item.answer)
+        except Unreadable as unreadable:
+            item.feedback = unreadable.feedback
+            return
+        strangers = [v for v in answer.variables if v not in self.variable_node]
+        if strangers:
+            item.feedback = _feedback(
+                "unknown_variable",
+                _n(
+                    "The answer uses {names}, which is not a variable of the expression.",
+                    "The answer uses {names}, which are not variables of the expression.",
+                    len(strangers),
+                    names=", ".join(strangers),
+                ),
+            )
+            return
+        if self.simplifies_to_zero(answer, name):
+            item.feedback = _correct()
+            return
+        item.feedback = self.at_points(answer, name)
+
+    def simplifies_to_zero(self, answer: ParsedExpression, name: str) -> bool:
+        """Whether sympy proves the answer equal to the derivative; False when it cannot tell."""
+        try:
+            with time_budget(SIMPLIFY_SECONDS, SIMPLIFY_KIND):
+                difference = sympy.simplify(answer.sympy - self.derivative(name))
+                return bool(difference == 0)
+        except BudgetExceeded as exceeded:
+            if exceeded.kind != SIMPLIFY_KIND:
+                raise
+            return False
+
+    def at_points(self, answer: ParsedExpression, name: str) -> dict[str, Any]:
+        values, expected, mistakes = [], [], []
+        target = self.variable_node[name]
+        for point, document in self.sample():
+            try:
+                env = {v: Value(point[v]) for v in answer.variables}
+                result = answer.evaluate(env)[answer.root]
+            except DomainError:
+                continue
+            number = result.data if isinstance(result, Value) else float(result)
+            if not math.isfinite(number):
+                continue
+            values.append(number)
+            expected.append(document["gradients"][name])
+            mistakes.append(candidates(self.expression, document, target))
+        if not values:  # nowhere to compare: sympy could not prove it, so it is not accepted
+            return _incorrect()
+        return judge(values, expected, mistakes, self.tolerance)
