@@ -25,6 +25,7 @@ import math
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 import sympy
@@ -36,6 +37,7 @@ from service.evaluator import Evaluator
 from service.i18n import Message, _, _n
 from service.limits import Limits
 from service.parser import ParsedExpression, parse
+from service.symbolic import relu
 
 VERDICTS = ("correct", "incorrect", "unanswered")
 CODES = (
@@ -65,6 +67,7 @@ SAMPLE_POINTS = 6  # points at which a symbolic answer must agree
 SAMPLE_TRIES = 40  # points drawn at most, since some fall outside the expression's domain
 SIMPLIFY_KIND = "simplification_too_slow"  # an inner budget: its overrun falls back to points
 CHECK_KIND = "check_too_expensive"
+_ID_DIGITS = 9  # a node id has at most this many digits (graphs are far smaller)
 
 
 @dataclass(frozen=True)
@@ -425,6 +428,7 @@ def check(
             items.append(item)
     if answers.get("derivatives") is not None:
         given = answers["derivatives"]
+        _warm_up()
         with time_budget(SYMBOLIC_SECONDS, CHECK_KIND):
             symbolic = _Symbolic(evaluator, expression, bindings, variable_node, tolerance)
             for name in variables:
@@ -443,6 +447,17 @@ def check(
     return {"score": correct / len(answered) if answered else 0.0, "results": results}
 
 
+@cache
+def _warm_up() -> None:
+    """Let sympy import and generate what its simplification loads on first use, once per
+    process and outside any time budget: a budget that interrupted an import half-way would
+    leave the module to be imported again, and again, by every later request."""
+    import sympy.physics.units
+
+    a, b = sympy.symbols("a b", real=True)
+    sympy.simplify(sympy.exp(a) * sympy.tanh(b) / (a + 1) ** 2 - relu(a) * sympy.log(b) + a**0.5)
+
+
 def _refuse_unknown(answers: Mapping[str, Any], variables: list[str], size: int) -> None:
     known = set(variables)
     unknown = [
@@ -454,10 +469,12 @@ def _refuse_unknown(answers: Mapping[str, Any], variables: list[str], size: int)
     unknown += [
         f"nodes.{key}"
         for key in (answers.get("nodes") or {})
-        if not (key.isascii() and key.isdigit() and int(key) < size)
+        # Digits only, and few of them: int() of thousands of digits is slow, then refused.
+        if not (key.isascii() and key.isdigit() and len(key) <= _ID_DIGITS and int(key) < size)
     ]
     if unknown:
-        shown = ", ".join(unknown[:5]) + (", …" if len(unknown) > 5 else "")
+        shown = ", ".join(_shorten(item) for item in unknown[:5])
+        shown += ", …" if len(unknown) > 5 else ""
         raise AnswerError(
             _n(
                 "{items} is not an item of this expression: gradients and derivatives are "
@@ -469,6 +486,10 @@ def _refuse_unknown(answers: Mapping[str, Any], variables: list[str], size: int)
             ),
             unknown,
         )
+
+
+def _shorten(text: str) -> str:
+    return text if len(text) <= 40 else f"{text[:39]}…"
 
 
 def _judge_number(

@@ -7,6 +7,7 @@ from typing import Any
 from flask import Response
 
 from service.api import evaluator
+from service.api.examples import CHECK_REQUEST, check_document
 from service.api.language import localized_response
 from service.api.problems import documents_problems
 from service.api.request import RESPONSE_HEADERS, Blueprint
@@ -20,16 +21,10 @@ blp = Blueprint(
     description="Checking a learner's answers, with feedback naming the likely mistake.",
 )
 
-CHECK_REQUEST = {
-    "expression": "(a + b) * c",
-    "bindings": {"a": 2, "b": -3, "c": 10},
-    "answers": {"gradients": {"a": 10, "b": -10, "c": -1}},
-}
-
 
 @blp.route("/check", methods=["POST"])
 @blp.arguments(CheckRequestSchema(), example=CHECK_REQUEST)
-@blp.response(200, CheckResultSchema, headers=RESPONSE_HEADERS)
+@blp.response(200, CheckResultSchema, example=check_document(), headers=RESPONSE_HEADERS)
 @documents_problems(blp, 400, 413, 415)
 def check_answers(body: dict[str, Any]) -> Response:
     """Check a learner's answers

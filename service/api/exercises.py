@@ -7,6 +7,7 @@ from typing import Any
 from flask import Response
 
 from service.api import evaluator
+from service.api.examples import EXERCISE_REQUEST, exercise_document
 from service.api.language import localized_response
 from service.api.problems import documents_problems
 from service.api.request import RESPONSE_HEADERS, Blueprint
@@ -22,8 +23,8 @@ blp = Blueprint(
 
 
 @blp.route("/exercises", methods=["POST"])
-@blp.arguments(ExerciseRequestSchema(), example={"seed": 42, "level": 1, "kind": "gradients"})
-@blp.response(200, ExerciseSchema, headers=RESPONSE_HEADERS)
+@blp.arguments(ExerciseRequestSchema(), example=EXERCISE_REQUEST)
+@blp.response(200, ExerciseSchema, example=exercise_document(), headers=RESPONSE_HEADERS)
 @documents_problems(blp, 400, 413, 415)
 def exercises(body: dict[str, Any]) -> Response:
     """Generate an exercise from a seed

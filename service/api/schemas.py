@@ -302,6 +302,19 @@ def _answers(description: str) -> fields.Dict:
     )
 
 
+class StrictBoolean(fields.Boolean):
+    """JSON true or false only: marshmallow's Boolean also takes "yes", 1 or "off"."""
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> bool:
+        if not isinstance(value, bool):
+            raise self.make_error("invalid", input=value)
+        return value
+
+
+def _strict_boolean(description: str) -> fields.Boolean:
+    return StrictBoolean(load_default=False, metadata={"description": description})
+
+
 class AnswersSchema(Schema):
     value = fields.Raw(allow_none=True, metadata={"description": f"The output's value. {_ANSWER}"})
     gradients = _answers(
@@ -351,10 +364,7 @@ class CheckRequestSchema(Schema):
             "(default relative 1e-6, absolute 1e-9)."
         },
     )
-    reveal = fields.Boolean(
-        load_default=False,
-        metadata={"description": "Include each item's `expected` answer in the results."},
-    )
+    reveal = _strict_boolean("Include each item's `expected` answer in the results.")
 
 
 class FeedbackSchema(Schema):
@@ -415,9 +425,7 @@ class ExerciseRequestSchema(Schema):
             "the gradient reaching every node; `derivative`: write each derivative symbolically."
         },
     )
-    reveal = fields.Boolean(
-        load_default=False, metadata={"description": "Include the right `answers`."}
-    )
+    reveal = _strict_boolean("Include the right `answers`.")
 
 
 class QuestionSchema(Schema):
