@@ -38,14 +38,14 @@ openapi: $(VENV)/.installed
 TRANSLATIONS := service/translations
 TRANSLATED := ru et
 translations: $(VENV)/.installed
-	$(BIN)/pybabel extract -F babel.cfg -k _n:1,2 --no-location --sort-output \
+	$(BIN)/pybabel extract -F babel.cfg -k _n:1,2 --no-location --sort-output --width 100 \
 		--project autograd-service -o $(TRANSLATIONS)/messages.pot service
 	@for locale in $(TRANSLATED); do \
 		if [ -f $(TRANSLATIONS)/$$locale/LC_MESSAGES/messages.po ]; then \
-			$(BIN)/pybabel update --no-fuzzy-matching --ignore-obsolete --no-location \
+			$(BIN)/pybabel update --no-fuzzy-matching --ignore-obsolete --width 100 \
 				-i $(TRANSLATIONS)/messages.pot -d $(TRANSLATIONS) -l $$locale; \
 		else \
-			$(BIN)/pybabel init -i $(TRANSLATIONS)/messages.pot -d $(TRANSLATIONS) -l $$locale; \
+			$(BIN)/pybabel init --width 100 -i $(TRANSLATIONS)/messages.pot -d $(TRANSLATIONS) -l $$locale; \
 		fi; \
 	done
 	$(BIN)/pybabel compile --statistics -d $(TRANSLATIONS)

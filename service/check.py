@@ -231,8 +231,8 @@ def _mistake_message(code: str, about: Mapping[str, Any]) -> Message:
     if code == "wrong_local_derivative":
         return _(
             "At {node}, the gradient sent to {operand} was multiplied by the wrong local "
-            "derivative: take the derivative of {node} with respect to {operand}, not a value "
-            "that happens to sit next to it.",
+            "derivative: it must be multiplied by the derivative of {node} with respect to "
+            "{operand}, worked out at the current values.",
             node=about["node"],
             operand=about["operand"],
         )

@@ -217,3 +217,40 @@ def test_api_conforms_to_its_spec(case: schemathesis.Case) -> None:
     start = time.perf_counter()
     case.call_and_validate(checks=API_CHECKS)
     assert time.perf_counter() - start < SLOW_CALL * 5
+
+
+# -- answers to /v1/check -------------------------------------------------------------------
+
+CHECK_EVALUATOR = Evaluator()
+answer_values = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(),
+    st.text(max_size=60),
+    st.lists(any_tokens, max_size=30).map("".join),
+    st.lists(grammar_tokens, max_size=30).map("".join),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+)
+
+
+@fuzz_settings
+@given(value=answer_values, gradient=answer_values, node=answer_values, derivative=answer_values)
+def test_random_answers_get_feedback(value, gradient, node, derivative) -> None:
+    """Whatever a learner types, every item gets a verdict and a sentence, never an error."""
+    from service.check import CODES, check
+
+    answers = {
+        "value": value,
+        "gradients": {"a": gradient},
+        "nodes": {"1": node},
+        "derivatives": {"b": derivative},
+    }
+    start = time.perf_counter()
+    document = check(CHECK_EVALUATOR, "a * b + a", {"a": 2.0, "b": -3.0}, answers)
+    assert 0 <= document["score"] <= 1
+    for result in document["results"]:
+        assert result["verdict"] in ("correct", "incorrect", "unanswered")
+        assert result["feedback"]["code"] in CODES
+        assert result["feedback"]["message"]
+    assert time.perf_counter() - start < SLOW_CALL * 8
