@@ -17,6 +17,7 @@ import random
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
+from service.check import DEFAULT_TOLERANCE, candidates
 from service.engine import format_number
 from service.errors import AutogradError
 from service.evaluator import Evaluator
@@ -28,6 +29,7 @@ EXERCISE_KINDS = ("gradients", "backward-pass", "derivative")
 DEFAULT_LEVEL = 1
 DEFAULT_KIND = "gradients"
 MAX_SEED = 2**63 - 1
+_NAMED_BEFORE_SIGN = ("dead_relu", "one_path_only")
 _ATTEMPTS = 500  # templates and bindings drawn before falling back to the lesson's own exercise
 
 # Each level's expression shapes: {x}, {y}, {z}, {w} are variables, {p}, {q}, {r} operators.
@@ -52,7 +54,7 @@ _SHAPES: dict[int, tuple[str, ...]] = {
         "{x} ** 2 {p} {x} * {y}",
     ),
     3: (
-        "relu({x} - {y}) * {z}",
+        "relu({x} - {y}) * {z} {p} {x}",
         "({x} - {y}) / {z}",
         "{x} / {y} {p} relu({x} * {z})",
         "relu({x} * {y} - {z}) {p} {x}",
@@ -60,6 +62,8 @@ _SHAPES: dict[int, tuple[str, ...]] = {
         "{x} / ({y} {p} {z}) - {x}",
         "-({x} * {y}) {p} relu({z} - {x})",
         "({x} {p} {y}) / {z} - {y} * {z}",
+        "{x} * {y} - {z} / {x}",
+        "-{x} * ({y} - {z}) ** 2",
     ),
 }
 _OPERATORS = {1: ("+", "*"), 2: ("+", "*", "-"), 3: ("+", "*", "-")}
@@ -103,6 +107,7 @@ class _Draft:
             r=_pick(rng, operators),
         )
         self.level = level
+        self.kind = kind
         numbers = _WHOLE + (_HALVES if level > 1 else ())
         self.values = [_pick(rng, numbers) for _ in names]
         self.names = names
@@ -132,7 +137,25 @@ class _Draft:
             return None  # a zero gradient without a reason the learner can see
         if not any(gradients):
             return None  # something must flow back for there to be a question
+        if self.kind != "derivative" and not _mistakes_tell_apart(self.expression, document):
+            return None
         return document
+
+
+def _mistakes_tell_apart(expression: str, document: dict[str, Any]) -> bool:
+    """Whether a wrong sign, at any node, differs from what the mistakes the checker names first
+    (a dead relu, one path only) would answer there, so that a flipped sign is called one."""
+    for node in document["graph"]["nodes"]:
+        if node["kind"] == "constant" or node["grad"] == 0:
+            continue
+        found = candidates(expression, document, node["id"])
+        flipped = -node["grad"]
+        if any(
+            c.code in _NAMED_BEFORE_SIGN and DEFAULT_TOLERANCE.accepts(c.value, flipped)
+            for c in found
+        ):
+            return False
+    return True
 
 
 def _bindings_text(bindings: dict[str, float]) -> str:
