@@ -20,14 +20,16 @@ LANGUAGES = ("en", "ru", "et")
 
 def post(url: str, path: str, body: dict[str, Any], language: str = "en") -> dict[str, Any]:
     """POST a JSON body; a problem (4xx) is returned as its document, like a success."""
-    request = urllib.request.Request(
+    if not url.startswith(("http://", "https://")):
+        raise SystemExit(f"the service URL must be http:// or https://, not {url!r}")
+    request = urllib.request.Request(  # noqa: S310 - the scheme is checked above
         url.rstrip("/") + path,
         data=json.dumps(body).encode(),
         headers={"Content-Type": "application/json", "Accept-Language": language},
         method="POST",
     )
     try:
-        with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 - our URL
+        with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310
             return json.load(response)
     except urllib.error.HTTPError as error:
         return json.load(error)
