@@ -66,6 +66,16 @@ def test_the_generator_is_pinned() -> None:
         assert (generated["expression"], generated["bindings"]) == (expression, bindings)
 
 
+def test_the_kinds_of_a_seed_share_its_expression() -> None:
+    for seed in range(10):
+        gradients = exercise(EVALUATOR, seed, 2, "gradients")
+        backward = exercise(EVALUATOR, seed, 2, "backward-pass")
+        assert (gradients["expression"], gradients["bindings"]) == (
+            backward["expression"],
+            backward["bindings"],
+        )
+
+
 def test_different_seeds_give_different_exercises() -> None:
     for level in LEVELS:
         drawn = {exercise(EVALUATOR, seed, level)["expression"] for seed in SEEDS}
