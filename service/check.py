@@ -376,6 +376,8 @@ def read_number(answer: Any) -> float:
 def _parse_answer(text: str) -> ParsedExpression:
     try:
         return parse(text, ANSWER_LIMITS)
+    except BudgetExceeded:  # the request's time is up: not the answer's fault
+        raise
     except AutogradError as error:  # the grammar's refusal, or a constant part out of domain
         raise _unparsable(error) from None
 

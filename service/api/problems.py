@@ -17,7 +17,7 @@ from service.api.logs import LOGGER
 from service.api.request import REQUEST_ID_HEADER, RESPONSE_HEADERS
 from service.api.schemas import ProblemSchema
 from service.errors import AutogradError, BindingError, DomainError, ExpressionError, LimitExceeded
-from service.i18n import localized, translate
+from service.i18n import _, _n, localized, translate
 
 PROBLEM_MIMETYPE = "application/problem+json"
 View = TypeVar("View", bound=Callable[..., Any])
@@ -117,8 +117,18 @@ def http_problem(error: HTTPException) -> Response:
     messages = (getattr(error, "data", None) or {}).get("messages")
     if kind == "validation-error" and messages:
         errors = [e for location in messages.values() for e in _pointers(location, "")]
-        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        detail = f"{errors[0]['pointer'] or '/'}: {errors[0]['detail']}{more}"
+        pointer, first = errors[0]["pointer"] or "/", errors[0]["detail"]
+        detail = (
+            _n(
+                "{pointer}: {detail} (and {count} more)",
+                "{pointer}: {detail} (and {count} more)",
+                len(errors) - 1,
+                pointer=pointer,
+                detail=first,
+            )
+            if len(errors) > 1
+            else _("{pointer}: {detail}", pointer=pointer, detail=first)
+        )
         return problem_response(problem_body(kind, detail, errors=errors))
     return problem_response(problem_body(kind, error.description or HTTPStatus(code).phrase))
 
@@ -126,7 +136,7 @@ def http_problem(error: HTTPException) -> Response:
 def _pointers(messages: Any, pointer: str) -> list[dict[str, str]]:
     """marshmallow's nested error messages as a flat list of RFC 6901 pointers."""
     if isinstance(messages, str):
-        return [{"pointer": pointer, "detail": messages}]
+        return [{"pointer": pointer, "detail": language.schema_sentence(messages)}]
     if isinstance(messages, list):
         return [e for message in messages for e in _pointers(message, pointer)]
     errors = []
