@@ -60,7 +60,7 @@ _PRIORITY = ("dead_relu", "one_path_only", "wrong_sign", "wrong_local_derivative
 ANSWER_LIMITS = Limits(
     max_expression_length=1000, max_depth=50, max_nodes=500, max_identifier_length=64
 )
-DIAGNOSIS_NODES = 400  # mistakes are looked for in graphs up to this size; beyond, right or wrong
+DIAGNOSIS_NODES = 300  # mistakes are looked for in graphs up to this size; beyond, right or wrong
 SIMPLIFY_SECONDS = 1.0  # sympy's simplification of one difference; past it, points decide
 SYMBOLIC_SECONDS = 10.0  # all symbolic work of one request
 SAMPLE_POINTS = 6  # points at which a symbolic answer must agree
@@ -99,12 +99,16 @@ class AnswerError(AutogradError):
 
 
 @dataclass(frozen=True)
-class Candidate:
-    """The answer one specific mistake produces, and what to tell the learner about it."""
+class Mistake:
+    """One slip the graph predicts: it moves the gradient of a target node by
+    `shift * d(at)/d(target)`; the flipped sign (`at` None) answers minus the gradient."""
 
     code: str
-    value: float
-    about: tuple[tuple[str, Any], ...] = ()  # the message's parameters
+    shift: float
+    at: int | None
+    node: int | None = None  # the node the feedback names
+    operand: int | None = None  # and the operand, for a wrong local derivative
+    count: int = 0  # how many contributions the node receives, for one path only
 
 
 def _node_text(expression: str, node: dict[str, Any]) -> str:
@@ -114,27 +118,24 @@ def _node_text(expression: str, node: dict[str, Any]) -> str:
     return text if len(text) <= 40 else f"{text[:19]}…{text[-19:]}"
 
 
-def _wrong_locals(nodes: list[dict[str, Any]], parent: int, k: int) -> list[tuple[float, str]]:
-    """The wrong local derivatives a learner plausibly uses on edge `k` of `parent`, with how
-    to describe each. Always the same list for the same graph, whatever the numbers."""
-    node = nodes[parent]
+def _wrong_locals(nodes: list[dict[str, Any]], node: dict[str, Any], k: int) -> list[float]:
+    """The wrong local derivatives a learner plausibly uses on edge `k` of `node`. Always the
+    same list for the same graph, whatever the numbers."""
     child = nodes[node["children"][k]]
-    local = node["local_grads"][k]
     x = child["value"]
     wrong = [
-        (x, "own"),  # d(a * b)/da taken as a: the operand's own value
-        (node["value"], "node"),  # the node's own value: d log(a)/da taken as log(a)
-        (1.0, "one"),  # the gradient passed through without the local derivative
+        x,  # d(a * b)/da taken as a: the operand's own value
+        node["value"],  # the node's own value: d log(a)/da taken as log(a)
+        1.0,  # the gradient passed through without the local derivative
     ]
     if len(node["children"]) == 2:  # the other operand, e.g. b / a for d(a / b)/da
-        wrong.append((nodes[node["children"][1 - k]]["value"], "other"))
+        wrong.append(nodes[node["children"][1 - k]]["value"])
     if node["op"] == "**" and node["exponent"] is not None:
         exponent = node["exponent"]
-        wrong.append((_safe(lambda: exponent * x**exponent), "power"))  # exponent not lowered
-        wrong.append((_safe(lambda: x ** (exponent - 1)), "power"))  # factor k forgotten
+        wrong.append(_safe(lambda: exponent * x**exponent))  # the exponent not lowered
+        wrong.append(_safe(lambda: x ** (exponent - 1)))  # the factor k forgotten
     if node["op"] == "tanh":
-        wrong.append((1.0 - x * x, "tanh"))  # 1 - a**2 rather than 1 - tanh(a)**2
-    wrong.append((-local, "sign"))
+        wrong.append(1.0 - x * x)  # 1 - a**2 rather than 1 - tanh(a)**2
     return wrong
 
 
@@ -146,53 +147,76 @@ def _safe(compute: Callable[[], float]) -> float:
     return value if isinstance(value, float) and math.isfinite(value) else math.nan
 
 
-def candidates(expression: str, document: dict[str, Any], target: int) -> list[Candidate]:
-    """Every mistaken gradient of node `target` the graph predicts, in an order fixed by the
-    graph's shape (so that the same mistake has the same index at every sample point)."""
-    nodes = document["graph"]["nodes"]
-    grad = nodes[target]["grad"]
-    found = [Candidate("wrong_sign", -grad)]
-    if len(nodes) > DIAGNOSIS_NODES:
-        return found
-    # d(node)/d(target) for every node: forward mode from the target (children come first).
-    tangent = [0.0] * len(nodes)
-    tangent[target] = 1.0
-    for node in nodes[target + 1 :]:
-        tangent[node["id"]] = math.fsum(
-            local * tangent[child]
-            for child, local in zip(node["children"], node["local_grads"], strict=True)
-        )
-    incoming: dict[int, list[float]] = {}
-    for node in nodes:
-        parent_grad = node["grad"]
-        for k, (child, local) in enumerate(zip(node["children"], node["local_grads"], strict=True)):
-            incoming.setdefault(child, []).append(local * parent_grad)
-            reach = parent_grad * tangent[child]
-            if node["op"] == "relu":
-                found.append(
-                    Candidate(
-                        "dead_relu",
-                        grad + (1.0 - local) * reach,
-                        (("node", _node_text(expression, node)),),
+class Mistakes:
+    """Every slip one evaluated graph predicts, found once and then applied to any target node.
+
+    The list's order depends only on the graph's shape, so the same slip has the same index at
+    every sample point of a symbolic answer; it runs from the most specific code to the least.
+    """
+
+    def __init__(self, expression: str, document: dict[str, Any]) -> None:
+        self.expression = expression
+        self.value = document["value"]
+        self.nodes = nodes = document["graph"]["nodes"]
+        found = [Mistake("wrong_sign", 0.0, None)]
+        if len(nodes) <= DIAGNOSIS_NODES:
+            found += self._slips()
+        self.all = sorted(found, key=lambda mistake: _PRIORITY.index(mistake.code))
+        self._moves = [(mistake.shift, mistake.at) for mistake in self.all]
+
+    def _slips(self) -> list[Mistake]:
+        nodes = self.nodes
+        found: list[Mistake] = []
+        incoming: dict[int, list[float]] = {}
+        for node in nodes:
+            parent_grad, parent = node["grad"], node["id"]
+            for k, (child, local) in enumerate(
+                zip(node["children"], node["local_grads"], strict=True)
+            ):
+                incoming.setdefault(child, []).append(local * parent_grad)
+                if node["op"] == "relu":  # taken as on: local derivative 1
+                    found.append(Mistake("dead_relu", (1.0 - local) * parent_grad, child, parent))
+                    continue
+                found.append(Mistake("wrong_sign", -2 * local * parent_grad, child, parent))
+                found += [
+                    Mistake(
+                        "wrong_local_derivative", (w - local) * parent_grad, child, parent, child
                     )
-                )
-                continue
-            for wrong, how in _wrong_locals(nodes, node["id"], k):
-                code = "wrong_sign" if how == "sign" else "wrong_local_derivative"
-                about = (
-                    ("node", _node_text(expression, node)),
-                    ("operand", _node_text(expression, nodes[child])),
-                )
-                found.append(Candidate(code, grad + (wrong - local) * reach, about))
-    for child, contributions in sorted(incoming.items()):
-        if len(contributions) < 2:
-            continue
-        about = (("node", _node_text(expression, nodes[child])), ("count", len(contributions)))
-        total = nodes[child]["grad"]
-        for contribution in contributions:
-            value = grad + (contribution - total) * tangent[child]
-            found.append(Candidate("one_path_only", value, about))
-    return found
+                    for w in _wrong_locals(nodes, node, k)
+                ]
+        for node, contributions in sorted(incoming.items()):
+            if len(contributions) > 1:
+                total = nodes[node]["grad"]
+                found += [
+                    Mistake("one_path_only", c - total, node, node, count=len(contributions))
+                    for c in contributions
+                ]
+        return found
+
+    def answers(self, target: int | None) -> list[float]:
+        """What each slip would answer for the gradient of node `target` (None: the value)."""
+        if target is None:
+            return [-self.value if m.at is None else math.nan for m in self.all]
+        nodes = self.nodes
+        grad = nodes[target]["grad"]
+        # d(node)/d(target) for every node: forward mode from the target (children come first).
+        tangent = [0.0] * len(nodes)
+        tangent[target] = 1.0
+        for node in nodes[target + 1 :]:
+            tangent[node["id"]] = sum(
+                local * tangent[child]
+                for child, local in zip(node["children"], node["local_grads"], strict=True)
+            )
+        return [-grad if at is None else grad + shift * tangent[at] for shift, at in self._moves]
+
+    def message(self, index: int) -> Message:
+        mistake = self.all[index]
+        about: dict[str, Any] = {"count": mistake.count}
+        for role in ("node", "operand"):
+            at = getattr(mistake, role)
+            if at is not None:
+                about[role] = _node_text(self.expression, self.nodes[at])
+        return _mistake_message(mistake.code, about)
 
 
 def _dead_relu_on_path(expression: str, document: dict[str, Any], target: int) -> str | None:
@@ -278,23 +302,24 @@ def _close(tolerance: Tolerance) -> dict[str, Any]:
 def judge(
     answers: list[float],
     expected: list[float],
-    mistakes: list[list[Candidate]],
+    predicted: list[list[float]],
+    mistakes: Mistakes,
     tolerance: Tolerance,
 ) -> dict[str, Any]:
-    """The feedback for an answer given at one or more points: correct, the mistake every point
-    agrees on, close, or plainly incorrect. `mistakes[j]` are the candidates at point j."""
+    """The feedback for an answer given at one or more points: correct, the slip every point
+    agrees on, close, or plainly incorrect. `predicted[j]` are the slips' answers at point j."""
     points = range(len(answers))
     if all(tolerance.accepts(answers[j], expected[j]) for j in points):
         return _correct()
-    shared = min((len(m) for m in mistakes), default=0)
-    order = sorted(range(shared), key=lambda i: _PRIORITY.index(mistakes[0][i].code))
-    for i in order:
-        fits = all(tolerance.accepts(answers[j], mistakes[j][i].value) for j in points)
-        # A candidate equal to the right answer everywhere is no mistake at all.
-        if fits and not all(tolerance.accepts(mistakes[j][i].value, expected[j]) for j in points):
-            candidate = mistakes[0][i]
-            message = _mistake_message(candidate.code, dict(candidate.about))
-            return _feedback(candidate.code, message)
+    # The slips that fit at the first point, then those that fit at every point.
+    accepts, first = tolerance.accepts, answers[0]
+    fitting = [i for i, value in enumerate(predicted[0]) if accepts(first, value)]
+    for i in fitting:
+        if not all(accepts(answers[j], predicted[j][i]) for j in points):
+            continue
+        # A slip that gives the right answer everywhere is no mistake at all.
+        if not all(accepts(predicted[j][i], expected[j]) for j in points):
+            return _feedback(mistakes.all[i].code, mistakes.message(i))
     if all(CLOSE.accepts(answers[j], expected[j]) for j in points):
         return _close(tolerance)
     return _incorrect()
@@ -414,19 +439,20 @@ def check(
     _refuse_unknown(answers, variables, len(nodes))
 
     items: list[_Item] = []
+    mistakes = Mistakes(expression, document)
     value = _Item("value", document["value"], answers.get("value"))
-    _judge_number(value, expression, document, None, tolerance)
+    _judge_number(value, expression, document, mistakes, None, tolerance)
     items.append(value)
     given = answers.get("gradients") or {}
     for name in variables:
         item = _Item(f"gradients.{name}", document["gradients"][name], given.get(name))
-        _judge_number(item, expression, document, variable_node[name], tolerance)
+        _judge_number(item, expression, document, mistakes, variable_node[name], tolerance)
         items.append(item)
     if answers.get("nodes") is not None:
         given = {int(key): answer for key, answer in answers["nodes"].items()}
         for node in nodes:
             item = _Item(f"nodes.{node['id']}", node["grad"], given.get(node["id"]))
-            _judge_number(item, expression, document, node["id"], tolerance)
+            _judge_number(item, expression, document, mistakes, node["id"], tolerance)
             items.append(item)
     if answers.get("derivatives") is not None:
         given = answers["derivatives"]
@@ -495,7 +521,12 @@ def _shorten(text: str) -> str:
 
 
 def _judge_number(
-    item: _Item, expression: str, document: dict[str, Any], target: int | None, tolerance: Tolerance
+    item: _Item,
+    expression: str,
+    document: dict[str, Any],
+    mistakes: Mistakes,
+    target: int | None,
+    tolerance: Tolerance,
 ) -> None:
     if item.answer is None:
         item.feedback = _feedback("unanswered", _("Not answered."))
@@ -506,11 +537,8 @@ def _judge_number(
         item.feedback = unreadable.feedback
         return
     expected = item.expected
-    if target is None:  # the value: only its sign can be told apart from a plain slip
-        mistakes = [Candidate("wrong_sign", -expected)]
-    else:
-        mistakes = candidates(expression, document, target)
-    item.feedback = judge([answer], [expected], [mistakes], tolerance)
+    predicted = mistakes.answers(target)
+    item.feedback = judge([answer], [expected], [predicted], mistakes, tolerance)
     if target is not None and item.feedback["code"] == "incorrect" and expected == 0:
         relu = _dead_relu_on_path(expression, document, target)
         if relu is not None:
@@ -534,9 +562,9 @@ class _Symbolic:
         self.parsed = evaluator.compile(expression).parsed
         self.variable_node = variable_node
         self.tolerance = tolerance
-        self.points: list[tuple[dict[str, float], dict[str, Any]]] | None = None
+        self.points: list[tuple[dict[str, float], dict[str, Any], Mistakes]] | None = None
 
-    def sample(self) -> list[tuple[dict[str, float], dict[str, Any]]]:
+    def sample(self) -> list[tuple[dict[str, float], dict[str, Any], Mistakes]]:
         """Up to SAMPLE_POINTS points where the expression and its gradients are finite, the
         same on every run: grading must not depend on luck."""
         if self.points is None:
@@ -550,9 +578,10 @@ class _Symbolic:
                     for name in self.parsed.variables
                 }
                 try:
-                    self.points.append((point, self.evaluator.evaluate(self.expression, point)))
+                    document = self.evaluator.evaluate(self.expression, point)
                 except DomainError:
                     continue
+                self.points.append((point, document, Mistakes(self.expression, document)))
                 if len(self.points) == SAMPLE_POINTS:
                     break
         return self.points
@@ -605,9 +634,10 @@ class _Symbolic:
             return False
 
     def at_points(self, answer: ParsedExpression, name: str) -> dict[str, Any]:
-        values, expected, mistakes = [], [], []
+        values, expected, predicted = [], [], []
         target = self.variable_node[name]
-        for point, document in self.sample():
+        mistakes = None
+        for point, document, analysis in self.sample():
             try:
                 env = {v: Value(point[v]) for v in answer.variables}
                 result = answer.evaluate(env)[answer.root]
@@ -618,7 +648,8 @@ class _Symbolic:
                 continue
             values.append(number)
             expected.append(document["gradients"][name])
-            mistakes.append(candidates(self.expression, document, target))
-        if not values:  # nowhere to compare: sympy could not prove it, so it is not accepted
+            predicted.append(analysis.answers(target))
+            mistakes = mistakes or analysis
+        if mistakes is None:  # nowhere to compare: sympy could not prove it, so it is not accepted
             return _incorrect()
-        return judge(values, expected, mistakes, self.tolerance)
+        return judge(values, expected, predicted, mistakes, self.tolerance)

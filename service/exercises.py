@@ -17,7 +17,7 @@ import random
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
-from service.check import DEFAULT_TOLERANCE, candidates
+from service.check import DEFAULT_TOLERANCE, Mistakes
 from service.engine import format_number
 from service.errors import AutogradError
 from service.evaluator import Evaluator
@@ -145,15 +145,14 @@ class _Draft:
 def _mistakes_tell_apart(expression: str, document: dict[str, Any]) -> bool:
     """Whether a wrong sign, at any node, differs from what the mistakes the checker names first
     (a dead relu, one path only) would answer there, so that a flipped sign is called one."""
+    mistakes = Mistakes(expression, document)
+    first = [i for i, m in enumerate(mistakes.all) if m.code in _NAMED_BEFORE_SIGN]
     for node in document["graph"]["nodes"]:
         if node["kind"] == "constant" or node["grad"] == 0:
             continue
-        found = candidates(expression, document, node["id"])
+        predicted = mistakes.answers(node["id"])
         flipped = -node["grad"]
-        if any(
-            c.code in _NAMED_BEFORE_SIGN and DEFAULT_TOLERANCE.accepts(c.value, flipped)
-            for c in found
-        ):
+        if any(DEFAULT_TOLERANCE.accepts(predicted[i], flipped) for i in first):
             return False
     return True
 
