@@ -41,10 +41,11 @@ def refusal(expression: str, bindings: dict[str, float]) -> AutogradError:
 
 
 # A learner's answers to the lesson's exercise: one right, one with the sign wrong, one missing.
+# (Numbers only: a symbolic answer would make building the spec start up sympy's simplifier.)
 CHECK_REQUEST = {
     "expression": LESSON_EXPRESSION,
     "bindings": LESSON_BINDINGS,
-    "answers": {"gradients": {"a": 10, "b": -10}, "derivatives": {"c": "b + a"}},
+    "answers": {"gradients": {"a": 10, "b": -10}},
 }
 EXERCISE_REQUEST = {"seed": 42, "level": 1, "kind": "gradients"}
 
