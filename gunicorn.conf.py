@@ -28,8 +28,9 @@ bind = f"0.0.0.0:{os.environ.get('PORT', '8000')}"
 workers = int(os.environ.get("AUTOGRAD_WORKERS") or _cores() + 1)  # unset or empty: the default
 worker_class = "sync"  # CPU-bound requests gain nothing from threads under the GIL
 
-# Import the app (and sympy, the slowest import) once in the master; workers fork and share its
-# pages copy-on-write, start in milliseconds and are replaced just as fast.
+# Import the app (Flask, marshmallow, apispec; never sympy, which only the tests' oracle uses) once
+# in the master; workers fork and share its pages copy-on-write, start in milliseconds and are
+# replaced just as fast.
 preload_app = True
 
 timeout = 30  # a worker silent this long is killed and replaced: no request holds one forever

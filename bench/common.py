@@ -24,11 +24,11 @@ SIZES = (10, 100, 1_000, 10_000, 100_000)
 
 @dataclass
 class Verdict:
-    """One ratio the issue sets a target for, as measured."""
+    """One measured ratio and the performance target it is held to (docs/PERFORMANCE.md)."""
 
     name: str
     value: float | None  # None: could not be measured in this run
-    relation: str  # "<=" or ">=", or "report" for a figure the issue asks to see, not to bound
+    relation: str  # "<=" or ">=", or "report" for a figure shown for information, not bounded
     bound: float
     note: str = ""
 

@@ -6,10 +6,7 @@ import http.client
 import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -19,80 +16,30 @@ from typing import Any
 
 import psutil
 
-ROOT = Path(__file__).resolve().parent.parent
-GUNICORN = Path(sys.executable).parent / "gunicorn"
+from service.devserver import ROOT, Gunicorn
+
 APP = "bench.apps:create_bench_app()"
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+class Server(Gunicorn):
+    """gunicorn serving the bench app, ready once every worker runs; it counts the CPU it uses.
 
-
-class Server:
-    """`gunicorn -c gunicorn.conf.py` serving the bench app, stopped however the block ends."""
+    The access log stays on (it is part of every request's cost) but goes nowhere.
+    """
 
     def __init__(self, env: dict[str, str] | None = None, root: Path = ROOT) -> None:
-        self.root = root  # the checkout whose service, bench app and gunicorn.conf.py run
-        self.port = free_port()
-        self.env = {**os.environ, "PORT": str(self.port), **(env or {})}
-        self.log = tempfile.TemporaryFile()  # noqa: SIM115 - closed in stop()
-        self.process: subprocess.Popen[bytes] | None = None
+        # `root`: the checkout whose service, bench app and gunicorn.conf.py run.
+        super().__init__(env=env, app=APP, root=root, keep_access_log=False)
 
-    def __enter__(self) -> Server:
-        command = [str(GUNICORN), "--config", "gunicorn.conf.py",
-                   "--bind", f"127.0.0.1:{self.port}", APP]  # fmt: skip
-        # The access log stays on (it is part of every request's cost) but goes nowhere.
-        self.process = subprocess.Popen(
-            command, cwd=self.root, env=self.env, stdout=subprocess.DEVNULL, stderr=self.log,
-            start_new_session=True,
-        )  # fmt: skip
-        try:
-            self._wait_ready()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def _wait_ready(self, timeout: float = 90.0) -> None:
-        deadline = time.monotonic() + timeout
-        assert self.process is not None
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                self.log.seek(0)
-                raise RuntimeError("gunicorn exited:\n" + self.log.read().decode(errors="replace"))
-            try:
-                status, _ = request(self.port, "GET", "/healthz")
-                if status == 200 and len(self.workers()) >= self.expected_workers():
-                    return
-            except OSError:
-                pass
-            time.sleep(0.2)
-        raise RuntimeError("gunicorn did not answer in time")
+    def ready(self) -> bool:
+        return super().ready() and len(self.workers()) >= self.expected_workers()
 
     def expected_workers(self) -> int:
         configured = self.env.get("AUTOGRAD_WORKERS")
         return int(configured) if configured else len(os.sched_getaffinity(0)) + 1
 
-    def stop(self) -> None:
-        if self.process is None or self.process.poll() is not None:
-            self.log.close()
-            return
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(timeout=25)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)  # the group this bench started
-            self.process.wait(timeout=10)
-        self.log.close()
-
     def master(self) -> psutil.Process:
-        assert self.process is not None
-        return psutil.Process(self.process.pid)
+        return psutil.Process(self.pid)
 
     def workers(self) -> list[psutil.Process]:
         try:

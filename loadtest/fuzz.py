@@ -1,11 +1,11 @@
-"""Spec-driven fuzzing of a live server: schemathesis against gunicorn on loopback.
+"""Spec-driven fuzzing of a live server: the schemathesis run of the tests, against gunicorn.
 
     .venv/bin/python loadtest/fuzz.py [--examples 1000] [--workers 2]
 
-Starts gunicorn as `make load` does, runs the schemathesis command line against it with
-`openapi.yaml` (valid and invalid requests for every operation: no 5xx, every response as the
-spec documents it, every request the spec forbids refused, each answered within a second), then
-checks that no worker died on the way. Exits with schemathesis's status, or 1.
+Starts gunicorn on loopback as `make load` does, runs the one schemathesis test
+(`tests/test_fuzz.py::test_api_conforms_to_its_spec`: valid and invalid requests for every
+operation, every response as `openapi.yaml` documents it) with `FUZZ_URL` pointing at the server,
+then checks that no worker died on the way. Exits with pytest's status, or 1.
 """
 
 from __future__ import annotations
@@ -14,66 +14,38 @@ import argparse
 import os
 import subprocess
 import sys
-import tempfile
-from pathlib import Path
 
-from run import ROOT, _free_port, _workers, start_server, stop_server, wait_ready
+from run import server, workers_of
 
-SCHEMATHESIS = Path(sys.executable).parent / "schemathesis"
-CHECKS = (
-    "not_a_server_error,status_code_conformance,content_type_conformance,"
-    "response_headers_conformance,response_schema_conformance,negative_data_rejection,"
-    "unsupported_method,allow_header_conformance"
-)
+from service.devserver import ROOT
+
+TEST = "tests/test_fuzz.py::test_api_conforms_to_its_spec"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--examples", type=int, default=int(os.environ.get("FUZZ_EXAMPLES", 1000)))
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--seed", type=int, help="to replay a run")
     args = parser.parse_args(argv)
 
-    port = _free_port()
-    log = Path(tempfile.mkstemp(prefix="autograd-fuzz-", suffix=".log")[1])
-    server = start_server(port, args.workers, log)
-    status = 1
+    gunicorn = server(args.workers)
     try:
-        wait_ready(server, port)
-        workers = {p.pid for p in _workers(server.pid)}
-        command = [
-            str(SCHEMATHESIS),
-            "run",
-            str(ROOT / "openapi.yaml"),
-            "--url",
-            f"http://127.0.0.1:{port}",
-            "--checks",
-            CHECKS,
-            "--max-examples",
-            str(args.examples),
-            "--max-response-time",
-            "1",
-            "--workers",
-            "2",
-            "--generation-database",
-            "none",
-        ]
-        if args.seed is not None:
-            command += ["--seed", str(args.seed)]
-        # Run from a scratch directory: schemathesis keeps a cache of crashes where it runs.
-        with tempfile.TemporaryDirectory(prefix="autograd-fuzz-") as scratch:
-            status = subprocess.run(command, cwd=scratch, check=False).returncode  # noqa: S603
-        survivors = {p.pid for p in _workers(server.pid)}
-        if server.poll() is not None or survivors != workers:
-            print(f"gunicorn lost workers during the run: {sorted(workers - survivors)}")
-            print(log.read_text(errors="replace")[-3000:])
-            status = status or 1
+        gunicorn.start()
     except RuntimeError as error:
         print(f"fuzzing could not run: {error}", file=sys.stderr)
-        print(log.read_text(errors="replace")[-3000:], file=sys.stderr)
+        return 1
+    try:
+        workers = {p.pid for p in workers_of(gunicorn.pid)}
+        env = {**os.environ, "FUZZ_URL": gunicorn.url, "FUZZ_EXAMPLES": str(args.examples)}
+        command = [sys.executable, "-m", "pytest", TEST, "-q", "-p", "no:cacheprovider"]
+        status = subprocess.run(command, cwd=ROOT, env=env, check=False).returncode  # noqa: S603
+        survivors = {p.pid for p in workers_of(gunicorn.pid)}
+        if survivors != workers:
+            print(f"gunicorn lost workers during the run: {sorted(workers - survivors)}")
+            print(gunicorn.output()[-3000:])
+            status = status or 1
     finally:
-        stop_server(server)
-        log.unlink(missing_ok=True)
+        gunicorn.stop()
     return status
 
 

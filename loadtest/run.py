@@ -2,9 +2,10 @@
 
     .venv/bin/python loadtest/run.py [--duration 35] [--clients 16] [--workers 2]
 
-Starts gunicorn on a free 127.0.0.1 port, runs client threads for a fixed time sending a mix of
-valid lessons, invalid requests, bodies just over the size limit and expressions near the node
-limit, SIGKILLs one worker halfway, samples the server's memory every second and prints a report.
+Starts gunicorn on a free 127.0.0.1 port (`service.devserver`), runs client threads for a fixed
+time sending a mix of valid lessons, invalid requests, bodies just over the size limit and
+expressions near the node limit, SIGKILLs one worker halfway, samples the server's memory every
+second and prints a report.
 Exits non-zero on any unexpected error, a worker that is not replaced, or memory that keeps growing.
 
 Worker recycling (`max_requests`) is turned off for the run: recycling would hide a leak by
@@ -14,18 +15,14 @@ restarting the workers, and the point is to see that memory stays flat without i
 from __future__ import annotations
 
 import argparse
-import contextlib
 import http.client
 import json
 import math
 import os
 import random
 import signal
-import socket
 import statistics
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections import Counter
@@ -35,7 +32,8 @@ from typing import Any
 
 import psutil
 
-ROOT = Path(__file__).resolve().parent.parent
+from service.devserver import Gunicorn
+
 GUNICORN = Path(sys.executable).parent / "gunicorn"
 
 KILL_WINDOW = 2.0  # seconds after the kill in which a dropped connection is the killed worker's
@@ -129,66 +127,17 @@ class Mix:
 # -- the server -----------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def server(workers: int) -> Gunicorn:
+    """gunicorn with `workers` workers, no recycling (see the module docstring), no access log."""
+    return Gunicorn(
+        env={"AUTOGRAD_WORKERS": str(workers)},
+        args=["--workers", str(workers), "--max-requests", "0", "--access-logfile", os.devnull],
+        keep_access_log=False,
+        ready_timeout=60.0,
+    )
 
 
-def start_server(port: int, workers: int, log: Path) -> subprocess.Popen:
-    env = {**os.environ, "PORT": str(port), "AUTOGRAD_WORKERS": str(workers)}
-    command = [
-        str(GUNICORN),
-        "--config",
-        "gunicorn.conf.py",
-        "--bind",
-        f"127.0.0.1:{port}",  # loopback only, whatever the config file binds
-        "--workers",
-        str(workers),
-        "--max-requests",
-        "0",  # no recycling: see the module docstring
-        "--access-logfile",
-        os.devnull,
-        "service.app:create_app()",
-    ]
-    with log.open("wb") as errors:
-        return subprocess.Popen(  # noqa: S603 - a fixed command line, no shell
-            command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=errors
-        )
-
-
-def wait_ready(server: subprocess.Popen, port: int, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise RuntimeError(f"gunicorn exited with status {server.returncode}")
-        try:
-            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-            connection.request("GET", "/healthz")
-            if connection.getresponse().status == 200:
-                return
-        except CONNECTION_ERRORS:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError(f"gunicorn did not answer /healthz within {timeout:.0f} s")
-
-
-def stop_server(server: subprocess.Popen) -> None:
-    if server.poll() is not None:
-        return
-    children = _workers(server.pid)
-    server.send_signal(signal.SIGTERM)
-    try:
-        server.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        server.kill()
-        server.wait(timeout=5)
-    for child in children:  # a worker the master could not reap
-        with contextlib.suppress(psutil.NoSuchProcess):
-            child.kill()
-
-
-def _workers(master_pid: int) -> list[psutil.Process]:
+def workers_of(master_pid: int) -> list[psutil.Process]:
     try:
         return psutil.Process(master_pid).children()
     except psutil.NoSuchProcess:
@@ -285,7 +234,7 @@ def sample_memory(run: Run, master_pid: int) -> None:
     while run.now() < run.duration:
         sample = Sample(run.now(), 0.0, 0.0, {})
         master = psutil.Process(master_pid)
-        for process in [master, *_workers(master_pid)]:
+        for process in [master, *workers_of(master_pid)]:
             try:
                 info = process.memory_full_info()
             except (psutil.NoSuchProcess, psutil.AccessDenied):
@@ -300,7 +249,7 @@ def sample_memory(run: Run, master_pid: int) -> None:
 
 def kill_a_worker(run: Run, master_pid: int, at: float, workers: int) -> None:
     time.sleep(max(0.0, at - run.now()))
-    before = {p.pid for p in _workers(master_pid)}
+    before = {p.pid for p in workers_of(master_pid)}
     if not before:
         return
     victim = min(before)
@@ -308,7 +257,7 @@ def kill_a_worker(run: Run, master_pid: int, at: float, workers: int) -> None:
     run.killed_pid = victim
     os.kill(victim, signal.SIGKILL)
     while run.now() < run.duration:
-        current = {p.pid for p in _workers(master_pid)}
+        current = {p.pid for p in workers_of(master_pid)}
         if victim not in current and len(current) >= workers and current - before:
             run.replaced_after = run.now() - run.kill_at
             return
@@ -454,37 +403,35 @@ def main(argv: list[str] | None = None) -> int:
 
     max_body = int(os.environ.get("AUTOGRAD_MAX_BODY_BYTES", 1 << 20))
     max_nodes = int(os.environ.get("AUTOGRAD_MAX_NODES", 20_000))
-    port = _free_port()
-    log = Path(tempfile.mkstemp(prefix="autograd-load-", suffix=".log")[1])
-    server = start_server(port, args.workers, log)
+    gunicorn = server(args.workers)
     try:
-        wait_ready(server, port)
-        run = Run(port, args.duration)
+        gunicorn.start()
+    except RuntimeError as error:
+        print(f"load test could not run: {error}", file=sys.stderr)
+        return 1
+    try:
+        run = Run(gunicorn.port, args.duration)
         mix = Mix(max_body, max_nodes)
         threads = [
             threading.Thread(target=client, args=(run, args.seed + i, mix))
             for i in range(args.clients)
         ]
-        threads.append(threading.Thread(target=sample_memory, args=(run, server.pid)))
+        threads.append(threading.Thread(target=sample_memory, args=(run, gunicorn.pid)))
         kill_at = args.kill_at if args.kill_at is not None else args.duration / 2
         threads.append(
-            threading.Thread(target=kill_a_worker, args=(run, server.pid, kill_at, args.workers))
+            threading.Thread(target=kill_a_worker, args=(run, gunicorn.pid, kill_at, args.workers))
         )
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
         ok = report(run, args.clients, args.workers)
-        if server.poll() is not None:
-            print(f"gunicorn exited during the run (status {server.returncode})")
+        if gunicorn.process is not None and gunicorn.process.poll() is not None:
+            print(f"gunicorn exited during the run (status {gunicorn.process.returncode})")
+            print(gunicorn.output()[-3000:])
             ok = False
-    except RuntimeError as error:
-        print(f"load test could not run: {error}", file=sys.stderr)
-        print(log.read_text(errors="replace")[-3000:], file=sys.stderr)
-        ok = False
     finally:
-        stop_server(server)
-    log.unlink(missing_ok=True)
+        gunicorn.stop()
     return 0 if ok else 1
 
 

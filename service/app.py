@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,6 +18,7 @@ from service.api.config import (
     body_limit,
     cache_nodes,
     cache_size,
+    check_variables,
     cors_origins,
     limits_from,
 )
@@ -32,6 +34,7 @@ RESOURCES = (
     check_api.blp,
     exercises_api.blp,
 )
+ALLOW_METHODS = "Access-Control-Allow-Methods"
 PREFLIGHT_MAX_AGE = 3600  # seconds a browser may reuse a CORS preflight: one per slider session
 
 
@@ -41,6 +44,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.request_class = ApiRequest
     app.json = StrictJSONProvider(app)
     app.config.update(DEFAULTS, **docs.SPEC_SETTINGS)
+    check_variables(os.environ)
     app.config.from_prefixed_env(ENVIRONMENT_PREFIX)
     app.config.update(config or {})
     app.config["MAX_CONTENT_LENGTH"] = body_limit(app.config)
@@ -54,6 +58,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         api.register_blueprint(resource)
     app.register_blueprint(docs.blp)
     app.extensions[docs.SPEC_EXTENSION] = api.spec
+    app.after_request(_preflight_names_the_routes_methods)  # before CORS's, which runs first
     origins = cors_origins(app.config)
     CORS(
         app,
@@ -65,6 +70,14 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.after_request(_tag_with_request_id)
     app.after_request(language.announce)
     return app
+
+
+def _preflight_names_the_routes_methods(response: Response) -> Response:
+    # flask-cors offers every method it knows of; a preflight should offer what the route takes.
+    rule = request.url_rule
+    if rule is not None and rule.methods and ALLOW_METHODS in response.headers:
+        response.headers[ALLOW_METHODS] = ", ".join(sorted(rule.methods))
+    return response
 
 
 def _tag_with_request_id(response: Response) -> Response:

@@ -26,9 +26,7 @@ import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any
-
-import sympy
+from typing import TYPE_CHECKING, Any
 
 from service.budget import time_budget
 from service.engine import Value
@@ -37,7 +35,9 @@ from service.evaluator import Evaluator
 from service.i18n import Message, _, _n
 from service.limits import Limits
 from service.parser import ParsedExpression, parse
-from service.symbolic import relu
+
+if TYPE_CHECKING:  # sympy is imported only when a symbolic answer is judged
+    import sympy
 
 VERDICTS = ("correct", "incorrect", "unanswered")
 CODES = (
@@ -288,13 +288,14 @@ def _incorrect() -> dict[str, Any]:
 
 
 def _close(tolerance: Tolerance) -> dict[str, Any]:
+    relative, absolute = format(tolerance.relative, "g"), format(tolerance.absolute, "g")
     return _feedback(
         "outside_tolerance",
         _(
             "Close, but outside the tolerance (relative {relative}, absolute {absolute}): "
             "round less, or recompute with more digits.",
-            relative=f"{tolerance.relative:g}",
-            absolute=f"{tolerance.absolute:g}",
+            relative=relative,
+            absolute=absolute,
         ),
     )
 
@@ -480,7 +481,10 @@ def _warm_up() -> None:
     """Let sympy import and generate what its simplification loads on first use, once per
     process and outside any time budget: a budget that interrupted an import half-way would
     leave the module to be imported again, and again, by every later request."""
+    import sympy
     import sympy.physics.units
+
+    from service.symbolic import relu
 
     a, b = sympy.symbols("a b", real=True)
     sympy.simplify(sympy.exp(a) * sympy.tanh(b) / (a + 1) ** 2 - relu(a) * sympy.log(b) + a**0.5)
@@ -545,6 +549,13 @@ def _judge_number(
             item.feedback = _feedback("dead_relu", _mistake_message("dead_relu", {"node": relu}))
 
 
+def _text(expression: sympy.Expr) -> str:
+    """A sympy expression as text a learner can read (`2*a`, `b*Heaviside(a*b, 0)`)."""
+    import sympy
+
+    return str(sympy.sstr(expression))
+
+
 class _Symbolic:
     """Symbolic derivatives of one expression: sympy's derivative, and sample points where the
     engine's gradients (exact derivatives) are compared with the answer's values."""
@@ -587,11 +598,13 @@ class _Symbolic:
         return self.points
 
     def derivative(self, name: str) -> sympy.Expr:
+        import sympy
+
         return sympy.diff(self.parsed.sympy, sympy.Symbol(name, real=True))
 
     def judge(self, item: _Item, name: str, reveal: bool) -> None:
         if reveal:
-            item.expected = sympy.sstr(self.derivative(name))
+            item.expected = _text(self.derivative(name))
         if item.answer is None:
             item.feedback = _feedback("unanswered", _("Not answered."))
             return
@@ -624,6 +637,8 @@ class _Symbolic:
 
     def simplifies_to_zero(self, answer: ParsedExpression, name: str) -> bool:
         """Whether sympy proves the answer equal to the derivative; False when it cannot tell."""
+        import sympy
+
         try:
             with time_budget(SIMPLIFY_SECONDS, SIMPLIFY_KIND):
                 difference = sympy.simplify(answer.sympy - self.derivative(name))

@@ -1,14 +1,22 @@
-"""Command line: `python -m service eval "(a + b) * c" a=2 b=-3 c=10` prints the document."""
+"""Command line: `autograd-service eval "(a + b) * c" a=2 b=-3 c=10` prints the document.
+
+`python -m service` is the same program. A refusal prints the problem document the HTTP API
+answers with, so a script handles both the same way.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 
 from service.errors import AutogradError
 from service.evaluator import DEFAULT_GRANULARITY, GRANULARITIES, Evaluator
+from service.kinds import core_problem
+
+PROGRAM = "autograd-service"  # the console script pyproject.toml installs
 
 
 def _binding(text: str) -> tuple[str, float]:
@@ -24,7 +32,7 @@ def _binding(text: str) -> tuple[str, float]:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m service", description="Forward pass, gradients and backward schedule."
+        prog=PROGRAM, description="Forward pass, gradients and backward schedule."
     )
     commands = parser.add_subparsers(dest="command", required=True)
     evaluate = commands.add_parser("eval", help="evaluate an expression and print the document")
@@ -57,17 +65,32 @@ def _parse_arguments(argv: Sequence[str]) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parse_arguments(sys.argv[1:] if argv is None else list(argv))
+    indent = args.indent or None
     try:
         document = Evaluator().evaluate(args.expression, dict(args.bindings), args.granularity)
     except AutogradError as error:
         # The problem as JSON for scripts, and for people the text with the fault underlined.
-        print(json.dumps({"error": error.as_dict()}, indent=args.indent or None))
+        problem = core_problem(error)
+        status = _print(json.dumps(problem, indent=indent))
         print(f"error ({error.kind}): {error.message}", file=sys.stderr)
-        span = getattr(error, "span", None)
-        if span:
-            start, end = span
+        position = problem.get("position")
+        if position:
+            start, end = position["start"], position["end"]
             underline = " " * start + "^" * max(1, end - start)
             print(f"  {args.expression}\n  {underline}", file=sys.stderr)
-        return 2
-    print(json.dumps(document, indent=args.indent or None, allow_nan=False))
+        return status or 2
+    return _print(json.dumps(document, indent=indent, allow_nan=False))
+
+
+def _print(text: str) -> int:
+    """Prints `text`; a reader that stopped early (`| head`) ends the program quietly."""
+    try:
+        print(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Python would report the pipe again when it flushes stdout at exit: point stdout at
+        # /dev/null first. 141 is what a shell reports for a program ended by SIGPIPE.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
     return 0

@@ -30,7 +30,7 @@ class Message(str):
 
     template: str
     plural: str | None  # the plural template of a sentence about `count`, else None
-    count: int | None
+    number: int | None  # the count a plural sentence is about
     params: dict[str, Any]
 
     def __new__(cls, template: str, /, **params: Any) -> Message:
@@ -51,11 +51,11 @@ class Message(str):
         message = super().__new__(cls, english.format(**params) if params else english)
         message.template = template
         message.plural = plural
-        message.count = count
+        message.number = count
         message.params = params
         return message
 
-    def translate(self, locale: str) -> str:
+    def translate(self, locale: str) -> str:  # type: ignore[override]
         """This sentence in `locale`; parameters that are messages are translated too."""
         if locale == DEFAULT_LOCALE:
             return str(self)
@@ -63,7 +63,7 @@ class Message(str):
         if self.plural is None:
             template = translations.gettext(self.template)
         else:
-            template = translations.ngettext(self.template, self.plural, self.count or 0)
+            template = translations.ngettext(self.template, self.plural, self.number or 0)
         params = {name: translate(value, locale) for name, value in self.params.items()}
         try:
             return template.format(**params) if params else template

@@ -10,11 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import LESSON, LESSON_GRADIENTS, LESSON_VALUE, make_app
 
 from service.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
-LESSON = ["eval", "(a + b) * c", "a=2", "b=-3", "c=10"]
+# The lesson, as typed on the command line.
+LESSON_ARGV = ["eval", LESSON["expression"], *(f"{k}={v}" for k, v in LESSON["bindings"].items())]
 
 
 def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, Any, str]:
@@ -25,8 +27,8 @@ def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, Any, 
 
 
 def check_lesson(document: dict[str, Any]) -> None:
-    assert document["value"] == -10.0
-    assert document["gradients"] == {"a": 10.0, "b": 10.0, "c": -1.0}
+    assert document["value"] == LESSON_VALUE
+    assert document["gradients"] == LESSON_GRADIENTS
     steps = {step["node"]: step for step in document["backward"]}
     root = steps[document["graph"]["root"]]
     assert root["grad"] == 1.0
@@ -35,14 +37,14 @@ def check_lesson(document: dict[str, Any]) -> None:
 
 
 def test_the_lesson(capsys: pytest.CaptureFixture[str]) -> None:
-    status, document, _ = run(LESSON, capsys)
+    status, document, _ = run(LESSON_ARGV, capsys)
     assert status == 0
     assert document["granularity"] == "operator"
     check_lesson(document)
 
 
 def test_the_lesson_in_primitives_on_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    status = main([*LESSON, "--granularity", "primitive", "--indent", "0"])
+    status = main([*LESSON_ARGV, "--granularity", "primitive", "--indent", "0"])
     out, _ = capsys.readouterr()
     assert status == 0
     assert out.count("\n") == 1
@@ -59,29 +61,64 @@ def test_an_expression_starting_with_a_minus_sign(capsys: pytest.CaptureFixture[
 
 
 @pytest.mark.parametrize(
-    ("argv", "problem"),
+    ("argv", "kind", "members"),
     [
-        (["eval", "a +", "a=1"], {"kind": "unexpected_end", "span": [3, 3]}),
-        (["eval", "2a", "a=1"], {"kind": "implicit_multiplication", "span": [0, 2]}),
-        (["eval", "a * b", "a=1"], {"kind": "unbound_variables", "variables": ["b"]}),
-        (["eval", "a", "a=1", "b=2"], {"kind": "unknown_variables", "variables": ["b"]}),
-        (["eval", "a", "a=nan"], {"kind": "invalid_binding", "variables": ["a"]}),
-        (["eval", "b + log(a)", "a=0", "b=1"], {"kind": "log_domain", "node": 2, "span": [4, 10]}),
+        (["eval", "a +", "a=1"], "unexpected-end", {"position": {"start": 3, "end": 3}}),
+        (["eval", "2a", "a=1"], "implicit-multiplication", {"position": {"start": 0, "end": 2}}),
+        (["eval", "a * b", "a=1"], "unbound-variables", {"variables": ["b"]}),
+        (["eval", "a", "a=1", "b=2"], "unknown-variables", {"variables": ["b"]}),
+        (["eval", "a", "a=nan"], "invalid-binding", {"variables": ["a"]}),
+        (
+            ["eval", "b + log(a)", "a=0", "b=1"],
+            "log-domain",
+            {"node": 2, "position": {"start": 4, "end": 10}},
+        ),
     ],
 )
-def test_a_problem_is_printed_and_fails(
-    argv: list[str], problem: dict[str, Any], capsys: pytest.CaptureFixture[str]
+def test_a_problem_is_printed_as_the_api_answers_it(
+    argv: list[str], kind: str, members: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
     status, printed, err = run(argv, capsys)
     assert status != 0
-    error = printed["error"]
-    assert error["message"]
-    assert {key: error[key] for key in problem} == problem
-    # For people: the kind and the message, and the fault underlined under the expression.
-    assert error["kind"] in err and error["message"] in err
-    if "span" in problem:
-        start, end = problem["span"]
+    # The same document as the HTTP API's problem for the same request.
+    expression, bindings = argv[1], dict(arg.split("=") for arg in argv[2:])
+    body = {"expression": expression, "bindings": {k: float(v) for k, v in bindings.items()}}
+    answered = make_app().test_client().post("/v1/gradients", json=body).get_json()
+    # `errors` points into the HTTP request's body, which the command line has not got; a value
+    # that is not a number is named as each reader spells it (`nan`, JSON's `NaN`).
+    assert printed.keys() == answered.keys() - {"errors"}
+    different = {"detail"} if kind == "invalid-binding" else set()
+    assert all(printed[key] == answered[key] for key in printed.keys() - different)
+    assert printed["type"] == f"https://autograd-service.dev/problems/{kind}"
+    assert printed["title"] and printed["detail"] and printed["status"] == 422
+    assert {key: printed[key] for key in members} == members
+    # For people: the message, and the fault underlined under the expression.
+    assert printed["detail"] in err
+    if "position" in members:
+        start, end = members["position"]["start"], members["position"]["end"]
         assert f"\n  {' ' * start}{'^' * max(1, end - start)}\n" in err
+
+
+def test_help_names_the_console_script(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert capsys.readouterr().out.startswith("usage: autograd-service ")
+
+
+@pytest.mark.slow
+def test_a_reader_that_stops_early_ends_it_quietly() -> None:
+    names = [f"x{i}" for i in range(500)]
+    command = [sys.executable, "-m", "service", "eval", "+".join(names)]
+    command += [f"{name}=1" for name in names]
+    # `| head -1`: the reader closes the pipe after the first line.
+    with subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as cli:
+        assert cli.stdout is not None and cli.stderr is not None
+        assert cli.stdout.readline() == b"{\n"
+        cli.stdout.close()
+        error = cli.stderr.read().decode()
+        cli.wait(timeout=60)
+    assert "Traceback" not in error
+    assert "BrokenPipeError" not in error
 
 
 def test_a_malformed_binding_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
@@ -91,10 +128,11 @@ def test_a_malformed_binding_is_a_usage_error(capsys: pytest.CaptureFixture[str]
     assert "NAME=NUMBER" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_python_dash_m_service() -> None:
     environment = {**os.environ, "PYTHONPATH": str(ROOT)}
     finished = subprocess.run(
-        [sys.executable, "-m", "service", *LESSON],
+        [sys.executable, "-m", "service", *LESSON_ARGV],
         cwd=ROOT,
         env=environment,
         capture_output=True,

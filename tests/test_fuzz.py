@@ -1,20 +1,23 @@
 """Fuzzing: the parser and evaluator on random text and token streams, the API against its spec.
 
 Every run is bounded: a few hundred examples by default, `FUZZ_EXAMPLES` examples per test when
-that variable is set (`make fuzz` sets it to thousands).
+that variable is set (`make fuzz` sets it to thousands). The API is checked against its spec by
+the one schemathesis run below: in-process, or against a live server when `FUZZ_URL` is set
+(`make fuzz` runs it so against gunicorn, through loadtest/fuzz.py).
 """
 
 from __future__ import annotations
 
 import math
 import os
-import time
 from pathlib import Path
+from typing import Any
 
+import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
-from schemathesis.checks import not_a_server_error
+from schemathesis.checks import CheckContext, not_a_server_error
 from schemathesis.specs.openapi.checks import (
     allow_header_conformance,
     content_type_conformance,
@@ -25,6 +28,7 @@ from schemathesis.specs.openapi.checks import (
     unsupported_method,
 )
 
+from service.api.config import DEFAULTS
 from service.app import create_app
 from service.errors import (
     BINDING_KINDS,
@@ -34,16 +38,17 @@ from service.errors import (
     AutogradError,
 )
 from service.evaluator import Evaluator
+from service.kinds import slug
 from service.limits import DEFAULT_LIMITS, Limits
 from service.operations import FUNCTIONS
 from service.parser import parse
 
+pytestmark = pytest.mark.slow  # thousands of examples
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "0"))
-SLOW_CALL = 2.0  # seconds; one parse of a short text takes microseconds, so this is generous
 
 fuzz_settings = settings(
     max_examples=EXAMPLES or 300,
-    deadline=None,  # timing is checked by hand below, with a bound a noisy machine cannot trip
+    deadline=None,  # a slow example on a busy machine is no failure; a hang meets pytest-timeout
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 
@@ -87,7 +92,6 @@ def check_refusal(error: AutogradError) -> None:
 def check_parse(text: str, limits: Limits = DEFAULT_LIMITS) -> None:
     """Parse, and evaluate what parses; only the service's own typed errors may come out."""
     note(f"text: {text!r}")
-    start = time.perf_counter()
     try:
         parsed = parse(text, limits)
     except AutogradError as error:
@@ -107,8 +111,6 @@ def check_parse(text: str, limits: Limits = DEFAULT_LIMITS) -> None:
             # The node count the parser checks against the limit bounds the graph really built.
             assert len(document["graph"]["nodes"]) <= parsed.node_count
             assert all(math.isfinite(g) for g in document["gradients"].values())
-    elapsed = time.perf_counter() - start
-    assert elapsed < SLOW_CALL, f"{elapsed:.2f} s for {text[:80]!r}"
 
 
 @fuzz_settings
@@ -172,13 +174,11 @@ def test_well_formed_expressions(text: str) -> None:
 def test_extreme_bindings(text: str, value: float) -> None:
     """Every variable at an extreme: overflow and domain edges are typed errors, never a crash."""
     note(f"text: {text!r}, every variable: {value!r}")
-    start = time.perf_counter()
     try:
         parsed = parse(text)
         Evaluator(cache_size=0).evaluate(text, dict.fromkeys(parsed.variables, value))
     except AutogradError as error:
         check_refusal(error)
-    assert time.perf_counter() - start < SLOW_CALL
 
 
 # -- the API against its spec ---------------------------------------------------------------
@@ -186,20 +186,59 @@ def test_extreme_bindings(text: str, value: float) -> None:
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = ROOT / "openapi.yaml"
 API_EXAMPLES = EXAMPLES or 100  # per operation, valid and invalid requests together
+LIVE_URL = os.environ.get("FUZZ_URL")  # a running server to send the requests to instead
 
-
-# The checked-in spec, sent to the app through its WSGI interface: no server, no sockets.
+# The checked-in spec; without FUZZ_URL the requests go to the app through its WSGI interface:
+# no server, no sockets.
 api = schemathesis.openapi.from_path(SPEC)
-api.app = create_app()
+if not LIVE_URL:
+    api.app = create_app(DEFAULTS)
+# Invalid data may also be refused as a body too large (413) before its content is read: a string
+# past `maxLength`, JSON-escaped, can be larger than the body limit.
+negative = api.config.checks.negative_data_rejection
+negative.expected_statuses = [*negative.expected_statuses, "413"]
 
-# No 5xx; every status, content type, header and body as the spec documents it; and a request
-# the spec does not allow is refused, an undocumented method with a 405 and its Allow header.
+# What a schema cannot say: the expression's grammar and meaning, and whether the bindings name
+# exactly its variables. A request the spec allows may be refused for those reasons only.
+CORE_KINDS = {
+    slug(kind) for kind in (*EXPRESSION_KINDS, *LIMIT_KINDS, *BINDING_KINDS, *DOMAIN_KINDS)
+}
+
+
+@schemathesis.check
+def valid_data_is_refused_by_the_core_only(
+    ctx: CheckContext, response: Any, case: schemathesis.Case
+) -> bool | None:
+    """schemathesis's positive-data check, where a refusal by the core counts as accepted.
+
+    Random text in `expression` is rarely an expression, and random `bindings` rarely name its
+    variables (`unknown-variables`): the core refuses those with a problem saying where. A
+    refusal of the request itself (`validation-error`, `malformed-json`, a 413 or a 415) means
+    the spec allowed what the service does not.
+    """
+    if case.meta is None or not case.meta.generation.mode.is_positive:
+        return None
+    if response.status_code < 400:
+        return None
+    kind = response.json().get("type", "").rsplit("/", 1)[-1]
+    if response.status_code != 422 or kind not in CORE_KINDS:
+        raise AssertionError(
+            f"a request the spec allows was refused with {response.status_code} {kind}: "
+            f"{response.text[:300]}"
+        )
+    return None
+
+
+# No 5xx; every status, content type, header and body as the spec documents it; a request the
+# spec allows is refused only by the core; a request the spec does not allow is refused, an
+# undocumented method with a 405 and its Allow header.
 API_CHECKS = [
     not_a_server_error,
     status_code_conformance,
     content_type_conformance,
     response_headers_conformance,
     response_schema_conformance,
+    valid_data_is_refused_by_the_core_only,
     negative_data_rejection,
     unsupported_method,
     allow_header_conformance,
@@ -214,9 +253,7 @@ API_CHECKS = [
     database=None,
 )
 def test_api_conforms_to_its_spec(case: schemathesis.Case) -> None:
-    start = time.perf_counter()
-    case.call_and_validate(checks=API_CHECKS)
-    assert time.perf_counter() - start < SLOW_CALL * 5
+    case.call_and_validate(checks=API_CHECKS, base_url=LIVE_URL)
 
 
 # -- answers to /v1/check -------------------------------------------------------------------
@@ -246,11 +283,9 @@ def test_random_answers_get_feedback(value, gradient, node, derivative) -> None:
         "nodes": {"1": node},
         "derivatives": {"b": derivative},
     }
-    start = time.perf_counter()
     document = check(CHECK_EVALUATOR, "a * b + a", {"a": 2.0, "b": -3.0}, answers)
     assert 0 <= document["score"] <= 1
     for result in document["results"]:
         assert result["verdict"] in ("correct", "incorrect", "unanswered")
         assert result["feedback"]["code"] in CODES
         assert result["feedback"]["message"]
-    assert time.perf_counter() - start < SLOW_CALL * 8

@@ -3,73 +3,27 @@
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import requests
+from conftest import LESSON, LESSON_GRADIENTS, LESSON_VALUE
 
-ROOT = Path(__file__).resolve().parent.parent
-CONFIG = ROOT / "gunicorn.conf.py"
-LESSON = {"expression": "(a + b) * c", "bindings": {"a": 2, "b": -3, "c": 10}}
+from service.devserver import Gunicorn
+
+pytestmark = pytest.mark.slow  # each module starts server processes
 BODY_LIMIT = 2048
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
-def server() -> Iterator[tuple[str, subprocess.Popen]]:
-    port = free_port()
-    env = {
-        **os.environ,
-        "PORT": str(port),
-        "AUTOGRAD_WORKERS": "1",
-        "AUTOGRAD_MAX_BODY_BYTES": str(BODY_LIMIT),
-    }
-    # The deployment's settings when they exist (they bind 0.0.0.0:$PORT), else the bare minimum.
-    flags = (
-        ["-c", str(CONFIG)]
-        if CONFIG.exists()
-        else ["--bind", f"127.0.0.1:{port}", "--workers", "1"]
-    )
-    process = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", *flags, "service.app:create_app()"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 10
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"gunicorn exited: {process.communicate()[1][-2000:]}")
-            try:
-                if requests.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    break
-            except requests.ConnectionError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
-        yield url, process
-    finally:
-        process.terminate()
-        process.wait(timeout=20)
+def server() -> Iterator[Gunicorn]:
+    env = {"AUTOGRAD_WORKERS": "1", "AUTOGRAD_MAX_BODY_BYTES": str(BODY_LIMIT)}
+    with Gunicorn(env=env) as server:
+        yield server
 
 
-def test_the_lesson_over_http(server: tuple[str, subprocess.Popen]) -> None:
-    url, _ = server
+def test_the_lesson_over_http(server: Gunicorn) -> None:
+    url = server.url
     response = requests.post(
         f"{url}/v1/gradients", json=LESSON, headers={"X-Request-ID": "lesson-1"}, timeout=5
     )
@@ -77,13 +31,13 @@ def test_the_lesson_over_http(server: tuple[str, subprocess.Popen]) -> None:
     assert response.headers["Content-Type"] == "application/json"
     assert response.headers["X-Request-ID"] == "lesson-1"
     document = response.json()
-    assert document["value"] == -10
-    assert document["gradients"] == {"a": 10, "b": 10, "c": -1}
+    assert document["value"] == LESSON_VALUE
+    assert document["gradients"] == LESSON_GRADIENTS
     assert [step["node"] for step in document["backward"]] == [4, 3, 2, 1, 0]
 
 
-def test_problems_over_http(server: tuple[str, subprocess.Popen]) -> None:
-    url, _ = server
+def test_problems_over_http(server: Gunicorn) -> None:
+    url = server.url
     json_type = {"Content-Type": "application/json"}
     cases = [
         (
@@ -94,7 +48,7 @@ def test_problems_over_http(server: tuple[str, subprocess.Popen]) -> None:
                 timeout=5,
             ),
             422,
-            "validation-error",
+            "invalid-binding",
         ),
         (
             requests.post(
@@ -134,22 +88,39 @@ def test_problems_over_http(server: tuple[str, subprocess.Popen]) -> None:
         assert response.headers["X-Request-ID"]
 
 
-def test_docs_and_spec_over_http(server: tuple[str, subprocess.Popen]) -> None:
-    url, _ = server
+def test_docs_and_spec_over_http(server: Gunicorn) -> None:
+    url = server.url
     page = requests.get(f"{url}/docs", timeout=5)
     assert page.status_code == 200
+    assert requests.get(f"{url}/docs/", timeout=5).url == f"{url}/docs"
     script = requests.get(f"{url}/docs/static/swagger-ui-bundle.js", timeout=5)
     assert script.status_code == 200
     assert len(script.content) > 100_000
-    assert requests.get(f"{url}/openapi.yaml", timeout=5).text.startswith("openapi: 3.0.3")
+    for _ in range(3):  # the same spec on every request to the worker
+        assert requests.get(f"{url}/openapi.yaml", timeout=5).text.startswith("openapi: 3.1.0")
+        assert requests.get(f"{url}/openapi.json", timeout=5).json()["paths"]
 
 
-def test_access_log_lines_carry_the_request_id(server: tuple[str, subprocess.Popen]) -> None:
-    if not CONFIG.exists():
-        pytest.skip("the access log format comes with gunicorn.conf.py")
-    url, process = server
-    requests.get(f"{url}/healthz", headers={"X-Request-ID": "logged-7"}, timeout=5)
-    process.terminate()  # the module's last test: stop the server to read all it wrote
-    out, _ = process.communicate(timeout=20)
-    records = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+def test_access_log_lines_carry_the_request_id(server: Gunicorn) -> None:
+    requests.get(f"{server.url}/healthz", headers={"X-Request-ID": "logged-7"}, timeout=5)
+    output = server.stop()  # the module's last test: stop the server to read all it wrote
+    records = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
     assert any(record.get("request_id") == "logged-7" for record in records)
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "said"),
+    [
+        ("AUTOGRAD_MAX_DEPTH", "abc", "AUTOGRAD_MAX_DEPTH must be a positive whole number"),
+        ("AUTOGRAD_MAX_DEPHT", "5", "did you mean AUTOGRAD_MAX_DEPTH?"),
+    ],
+)
+def test_a_bad_setting_stops_the_server_with_one_line(variable: str, value: str, said: str) -> None:
+    with pytest.raises(RuntimeError) as failed:
+        Gunicorn(env={variable: value, "AUTOGRAD_WORKERS": "1"}).start()
+    head, _, output = str(failed.value).partition("\n")
+    assert head == "gunicorn exited with status 1:"
+    lines = [line for line in output.splitlines() if line.strip()]
+    assert len(lines) == 1, output
+    assert lines[0].startswith(f"Error: {variable}")
+    assert said in lines[0]

@@ -13,9 +13,9 @@ from babel.messages.extract import DEFAULT_KEYWORDS, extract_from_dir
 from babel.messages.pofile import read_po
 from flask.testing import FlaskClient
 
-from service.api.kinds import KINDS
 from service.app import create_app
 from service.i18n import CATALOGUES, DOMAIN, Message, _, _n, localized, negotiate
+from service.kinds import KINDS
 
 SERVICE = Path(__file__).resolve().parent.parent / "service"
 TRANSLATED = ("ru", "et")

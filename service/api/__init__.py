@@ -15,7 +15,8 @@ EXTENSION = "autograd"  # the app's `extensions` key for its configured `Evaluat
 
 def evaluator() -> Evaluator:
     """The evaluator of the app handling this request: its limits and cache come from config."""
-    return current_app.extensions[EXTENSION]
+    configured: Evaluator = current_app.extensions[EXTENSION]
+    return configured
 
 
 def json_response(document: Any, status: int = 200, mimetype: str = "application/json") -> Response:

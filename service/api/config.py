@@ -1,52 +1,130 @@
-"""The service's settings: their defaults, and how each is read from an `AUTOGRAD_` variable."""
+"""The service's settings: each one's default and meaning, and how it is read from `AUTOGRAD_*`."""
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from typing import Any
 
-from service.limits import DEFAULT_LIMITS, Limits
+from service.i18n import _
+from service.limits import MEANING, Limits
 
 ENVIRONMENT_PREFIX = "AUTOGRAD"
 
-# Each setting, its default and what it bounds; `AUTOGRAD_<NAME>` overrides it, e.g.
-# `AUTOGRAD_MAX_NODES=5000`. Values are read as JSON, so numbers need no quoting.
-SETTINGS: dict[str, tuple[Any, str]] = {
-    "MAX_EXPRESSION_LENGTH": (DEFAULT_LIMITS.max_expression_length, "characters of expression"),
-    "MAX_DEPTH": (DEFAULT_LIMITS.max_depth, "nesting of parentheses, calls, signs and powers"),
-    "MAX_NODES": (DEFAULT_LIMITS.max_nodes, "nodes of the primitive graph"),
-    "MAX_IDENTIFIER_LENGTH": (DEFAULT_LIMITS.max_identifier_length, "characters in a name"),
-    "MAX_CONSTANT_MAGNITUDE": (DEFAULT_LIMITS.max_constant_magnitude, "|c| of every constant"),
-    "MAX_BINDINGS": (DEFAULT_LIMITS.max_bindings, "entries in one request's bindings"),
-    "MAX_BODY_BYTES": (1024 * 1024, "bytes of request body; larger bodies get a 413"),
-    "CACHE_SIZE": (256, "compiled expressions kept per worker (0 turns the cache off)"),
-    "CACHE_NODES": (60_000, "graph nodes of all cached expressions together, per worker"),
-    "CORS_ORIGINS": ("*", "origins browsers may call from: `*` or a comma-separated list"),
-    "LOG_LEVEL": ("info", "level of the service's JSON log lines on stderr"),
+# Variables with the prefix that are not settings of the app: gunicorn.conf.py reads them.
+SERVER_VARIABLES = ("AUTOGRAD_WORKERS",)
+
+
+class ConfigurationError(RuntimeError):
+    """A setting the service cannot start with, said in one line.
+
+    A RuntimeError because gunicorn reports one raised while it loads the app as a single
+    `Error: ...` line and exits with status 1, instead of printing a traceback.
+    """
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting: `AUTOGRAD_<name>` overrides its default; `meaning` says what it is for."""
+
+    name: str
+    default: Any
+    meaning: str
+
+    @property
+    def variable(self) -> str:
+        return f"{ENVIRONMENT_PREFIX}_{self.name}"
+
+
+# Every limit of the core, then the settings of the web layer. Values are read as JSON, so
+# numbers need no quoting: `AUTOGRAD_MAX_NODES=5000`.
+SETTINGS: dict[str, Setting] = {
+    setting.name: setting
+    for setting in (
+        *(Setting(f.name.upper(), f.default, f.metadata[MEANING]) for f in fields(Limits)),
+        Setting(
+            "MAX_BODY_BYTES",
+            1024 * 1024,
+            _("Bytes of request body; larger bodies get a 413."),
+        ),
+        Setting(
+            "CACHE_SIZE",
+            256,
+            _("Compiled expressions each worker keeps for reuse (0 turns the cache off)."),
+        ),
+        Setting(
+            "CACHE_NODES",
+            60_000,
+            _("Graph nodes of all compiled expressions a worker keeps, together."),
+        ),
+        Setting(
+            "CORS_ORIGINS",
+            "*",
+            _("Origins browsers may call from: `*` or a comma-separated list."),
+        ),
+        Setting("LOG_LEVEL", "info", _("Level of the service's JSON log lines on stderr.")),
+    )
 }
-DEFAULTS: dict[str, Any] = {name: default for name, (default, _) in SETTINGS.items()}
+DEFAULTS: dict[str, Any] = {name: setting.default for name, setting in SETTINGS.items()}
+
+
+def settings_table() -> str:
+    """The settings as the rows of the README's Markdown table: `python -m service.api.config`."""
+
+    def shown(value: Any) -> str:
+        return f"{value:g}" if isinstance(value, float) else str(value)
+
+    return "".join(
+        f"| `{setting.variable}` | `{shown(setting.default)}` | {setting.meaning} |\n"
+        for setting in SETTINGS.values()
+    )
+
+
+def check_variables(environment: Mapping[str, str]) -> None:
+    """Refuses an `AUTOGRAD_*` variable that is no setting: a misspelt one would be ignored."""
+    prefix = f"{ENVIRONMENT_PREFIX}_"
+    known = [setting.variable for setting in SETTINGS.values()] + list(SERVER_VARIABLES)
+    for variable in sorted(environment):
+        if not variable.startswith(prefix) or variable in known:
+            continue
+        # Compared without the prefix every name shares, which would make any two look alike.
+        names = {name.removeprefix(prefix): name for name in known}
+        close = difflib.get_close_matches(variable.removeprefix(prefix), names, n=1)
+        if close:
+            raise ConfigurationError(
+                _(
+                    "{variable} is not a setting of this service; did you mean {match}?",
+                    variable=variable,
+                    match=names[close[0]],
+                )
+            )
+        raise ConfigurationError(
+            _(
+                "{variable} is not a setting of this service; the settings are: {known}",
+                variable=variable,
+                known=", ".join(known),
+            )
+        )
 
 
 def limits_from(config: Mapping[str, Any]) -> Limits:
     """The core's limits from the configuration, refusing any that is not a positive number."""
     return Limits(
-        **{
-            name: _positive(config, name.upper(), type(getattr(DEFAULT_LIMITS, name)))
-            for name in Limits.names()
-        }
+        **{f.name: _positive(config, f.name.upper(), type(f.default)) for f in fields(Limits)}
     )
 
 
 def body_limit(config: Mapping[str, Any]) -> int:
-    return _positive(config, "MAX_BODY_BYTES", int)
+    return int(_positive(config, "MAX_BODY_BYTES", int))
 
 
 def cache_size(config: Mapping[str, Any]) -> int:
-    return _positive(config, "CACHE_SIZE", int, minimum=0)
+    return int(_positive(config, "CACHE_SIZE", int, minimum=0))
 
 
 def cache_nodes(config: Mapping[str, Any]) -> int:
-    return _positive(config, "CACHE_NODES", int, minimum=0)
+    return int(_positive(config, "CACHE_NODES", int, minimum=0))
 
 
 def cors_origins(config: Mapping[str, Any]) -> str | list[str]:
@@ -58,13 +136,22 @@ def cors_origins(config: Mapping[str, Any]) -> str | list[str]:
 
 
 def _positive(config: Mapping[str, Any], key: str, kind: type, minimum: float = 1) -> Any:
-    # A mistyped variable stops the service at start-up, naming it, rather than at the first
+    # A mistyped value stops the service at start-up, naming it, rather than at the first
     # request; booleans are ints to Python but never a sensible size.
     value = config[key]
     number = kind(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
     if number is None or number != value or number < minimum:
-        raise ValueError(
-            f"{ENVIRONMENT_PREFIX}_{key} must be a {'positive' if minimum else 'non-negative'} "
-            f"{'whole ' if kind is int else ''}number, not {value!r}"
-        )
+        variable = SETTINGS[key].variable
+        if kind is int:
+            expected = _("a positive whole number") if minimum else _("a non-negative whole number")
+        else:
+            expected = _("a positive number") if minimum else _("a non-negative number")
+        raise ConfigurationError(
+            _("{variable} must be {expected}, not {value}", variable=variable,
+              expected=expected, value=repr(value))
+        )  # fmt: skip
     return number
+
+
+if __name__ == "__main__":
+    print(settings_table(), end="")

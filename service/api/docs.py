@@ -2,26 +2,31 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import yaml
-from flask import Blueprint, Flask, Response, current_app
+from flask import Blueprint, Flask, Response, current_app, redirect
 from swagger_ui_bundle import swagger_ui_path
+from werkzeug.wrappers import Response as WerkzeugResponse
 
 import service
+from service.api import EXTENSION
+from service.api.schemas import request_bounds
 
+DOCS_PAGE = "/docs"
 DOCS_ASSETS = "/docs/static"
 SPEC_EXTENSION = "autograd.spec"  # the app's `extensions` key for its `APISpec`
 
 # flask-smorest's settings: it serves /openapi.json and the Swagger UI page at /docs; the page's
 # scripts and styles come from swagger-ui-bundle's files below, so the docs work offline.
-SPEC_SETTINGS = {
+SPEC_SETTINGS: dict[str, Any] = {
     "API_TITLE": "autograd-service",
     "API_VERSION": service.__version__,
-    "OPENAPI_VERSION": "3.0.3",
+    "OPENAPI_VERSION": "3.1.0",
     "OPENAPI_URL_PREFIX": "/",
     "OPENAPI_JSON_PATH": "openapi.json",
-    "OPENAPI_SWAGGER_UI_PATH": "/docs",
+    "OPENAPI_SWAGGER_UI_PATH": DOCS_PAGE,
     "OPENAPI_SWAGGER_UI_URL": f"{DOCS_ASSETS}/",
     # Swagger UI would otherwise send the spec to validator.swagger.io for its badge.
     "OPENAPI_SWAGGER_UI_CONFIG": {"validatorUrl": None},
@@ -48,9 +53,31 @@ def openapi_yaml() -> Response:
     return Response(spec_yaml(current_app), mimetype="application/yaml")
 
 
+@blp.route("/docs/")
+def docs_with_a_slash() -> WerkzeugResponse:
+    # flask-smorest serves the page at /docs only; people type the slash too.
+    return redirect(DOCS_PAGE, code=308)
+
+
+def served_spec(app: Flask) -> dict[str, Any]:
+    """The app's spec, stating the limits in force; a new document on every call.
+
+    apispec's `to_dict` hands out its live spec: changing what it returns would change the spec
+    served to every later request, so this works on a copy.
+    """
+    spec: dict[str, Any] = copy.deepcopy(app.extensions[SPEC_EXTENSION].to_dict())
+    bounds = request_bounds(app.extensions[EXTENSION].limits)
+    for schema in spec.get("components", {}).get("schemas", {}).values():
+        for name, prop in schema.get("properties", {}).items():
+            # Only the request fields state bounds; a response's `expression` has none.
+            if name in bounds and bounds[name].keys() <= prop.keys():
+                prop.update(copy.deepcopy(bounds[name]))
+    return spec
+
+
 def spec_yaml(app: Flask) -> str:
-    """The app's spec as YAML, exactly as `make openapi` writes it to openapi.yaml."""
-    spec = app.extensions[SPEC_EXTENSION].to_dict()
+    """The app's spec as YAML; with the default limits, exactly what `make openapi` writes."""
+    spec = served_spec(app)
     # The order a reader wants: what it is, then the paths, then the schemas they refer to.
     ordered = {key: spec.pop(key) for key in _READING_ORDER if key in spec} | spec
     ordered["paths"] = {

@@ -14,7 +14,7 @@ GRADIENTS_REQUEST = {"expression": LESSON_EXPRESSION, "bindings": LESSON_BINDING
 GRAPH_REQUEST = {"expression": LESSON_EXPRESSION}
 
 # Requests the core refuses, one of each family, shown as examples of a 422 problem.
-REFUSED = {
+REFUSED: dict[str, tuple[str, dict[str, float]]] = {
     "unbalanced-parenthesis": ("(a + b * c", {"a": 2, "b": -3, "c": 10}),
     "unbound-variables": (LESSON_EXPRESSION, {"a": 2, "b": -3}),
     "log-domain": ("log(a + b) * c", {"a": 2, "b": -3, "c": 10}),
@@ -42,12 +42,12 @@ def refusal(expression: str, bindings: dict[str, float]) -> AutogradError:
 
 # A learner's answers to the lesson's exercise: one right, one with the sign wrong, one missing.
 # (Numbers only: a symbolic answer would make building the spec start up sympy's simplifier.)
-CHECK_REQUEST = {
+CHECK_REQUEST: dict[str, Any] = {
     "expression": LESSON_EXPRESSION,
     "bindings": LESSON_BINDINGS,
     "answers": {"gradients": {"a": 10, "b": -10}},
 }
-EXERCISE_REQUEST = {"seed": 42, "level": 1, "kind": "gradients"}
+EXERCISE_REQUEST: dict[str, Any] = {"seed": 42, "level": 1, "kind": "gradients"}
 
 
 def check_document() -> dict[str, Any]:
@@ -56,11 +56,13 @@ def check_document() -> dict[str, Any]:
 
     request = CHECK_REQUEST
     document = check(Evaluator(), request["expression"], LESSON_BINDINGS, request["answers"])
-    return localized(document, DEFAULT_LOCALE)
+    localized_document: dict[str, Any] = localized(document, DEFAULT_LOCALE)
+    return localized_document
 
 
 def exercise_document() -> dict[str, Any]:
     from service.exercises import exercise
     from service.i18n import DEFAULT_LOCALE, localized
 
-    return localized(exercise(Evaluator(), **EXERCISE_REQUEST), DEFAULT_LOCALE)
+    document: dict[str, Any] = localized(exercise(Evaluator(), **EXERCISE_REQUEST), DEFAULT_LOCALE)
+    return document

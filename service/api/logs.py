@@ -6,6 +6,9 @@ import json
 import logging
 from datetime import UTC, datetime
 
+from service.api.config import ConfigurationError
+from service.i18n import _
+
 LOGGER = logging.getLogger("service.api")
 _CONTEXT = ("request_id", "method", "path")  # request fields a record may carry as `extra`
 
@@ -34,5 +37,10 @@ def configure(level: str) -> None:
         LOGGER.addHandler(handler)
     numeric = logging.getLevelName(str(level).upper())
     if not isinstance(numeric, int):
-        raise ValueError(f"AUTOGRAD_LOG_LEVEL must be a logging level such as info, not {level!r}")
+        raise ConfigurationError(
+            _(
+                "AUTOGRAD_LOG_LEVEL must be a logging level such as info, not {level}",
+                level=repr(level),
+            )
+        )
     LOGGER.setLevel(numeric)

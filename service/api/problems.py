@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any, TypeVar
@@ -11,13 +12,14 @@ from flask_smorest import Api, Blueprint
 from werkzeug.exceptions import HTTPException
 
 from service.api import json_response, language
+from service.api.docs import served_spec
 from service.api.examples import REFUSED, refusal
-from service.api.kinds import HTTP_KINDS, KINDS, Problem, slug, type_uri
 from service.api.logs import LOGGER
 from service.api.request import REQUEST_ID_HEADER, RESPONSE_HEADERS
-from service.api.schemas import ProblemSchema
-from service.errors import AutogradError, BindingError, DomainError, ExpressionError, LimitExceeded
-from service.i18n import _, _n, localized, translate
+from service.api.schemas import ProblemSchema, bindings_property
+from service.errors import AutogradError, BindingError
+from service.i18n import DEFAULT_LOCALE, _, _n, localized
+from service.kinds import HTTP_KINDS, KINDS, Problem, core_problem, problem_body
 
 PROBLEM_MIMETYPE = "application/problem+json"
 View = TypeVar("View", bound=Callable[..., Any])
@@ -29,12 +31,8 @@ _SAMPLES: dict[str, tuple[str, dict[str, Any]]] = {
         {},
     ),
     "validation-error": (
-        "/bindings/a: a must be bound to a finite number, not NaN",
-        {
-            "errors": [
-                {"pointer": "/bindings/a", "detail": "a must be bound to a finite number, not NaN"}
-            ]
-        },
+        "/granularity: Must be one of: operator, primitive.",
+        {"errors": [{"pointer": "/granularity", "detail": "Must be one of: operator, primitive."}]},
     ),
     "unsupported-media-type": (
         "the body must be JSON sent with Content-Type: application/json; this one is text/plain",
@@ -51,40 +49,23 @@ _SAMPLES: dict[str, tuple[str, dict[str, Any]]] = {
 }
 
 
-def problem_body(kind: str, detail: str, **extensions: Any) -> dict[str, Any]:
-    """The problem of `kind`, its title and detail in the language the request asked for."""
-    status, title = KINDS[kind]
-    locale = language.current()
-    if "errors" in extensions:
-        extensions["errors"] = localized(extensions["errors"], locale)
-    return {
-        "type": type_uri(kind),
-        "title": translate(title, locale),
-        "status": status,
-        "detail": translate(detail, locale),
-        **extensions,
-    }
-
-
 def problem_response(body: dict[str, Any], headers: dict[str, str] | None = None) -> Response:
-    response = json_response(body, body["status"], PROBLEM_MIMETYPE)
+    """The problem as a response, its title and details in the language the request asked for."""
+    response = json_response(localized(body, language.current()), body["status"], PROBLEM_MIMETYPE)
     response.headers.update(headers or {})
     return response
 
 
-def core_problem(error: AutogradError) -> dict[str, Any]:
-    """The problem for a refusal by the core, with every detail it knows about the fault."""
-    extensions: dict[str, Any] = {}
-    span = error.span if isinstance(error, ExpressionError | DomainError) else None
-    if span is not None:
-        extensions["position"] = {"start": span[0], "end": span[1]}
-    if isinstance(error, LimitExceeded):
-        extensions.update(limit=error.limit, maximum=error.maximum)
-    if isinstance(error, BindingError):
-        extensions["variables"] = list(error.variables)
-    if isinstance(error, DomainError):
-        extensions["node"] = error.node
-    return problem_body(slug(error.kind), error.message, **extensions)
+def core_refusal(error: AutogradError) -> Response:
+    """The core's refusal as a problem; a binding that is not a number is pointed at as well."""
+    body = core_problem(error)
+    if isinstance(error, BindingError) and error.kind == "invalid_binding":
+        # Over HTTP the value sits in the body's `bindings`: point at it as a validation does.
+        body["errors"] = [
+            {"pointer": f"/bindings/{_escaped(name)}", "detail": error.message}
+            for name in error.variables
+        ]
+    return problem_response(body)
 
 
 def http_problem(error: HTTPException) -> Response:
@@ -103,16 +84,26 @@ def http_problem(error: HTTPException) -> Response:
         return unexpected(error.original_exception or error)  # type: ignore[attr-defined]
     if kind == "not-found":
         return problem_response(
-            problem_body(kind, f"nothing is at {request.path}; the API is described at /docs")
+            problem_body(
+                kind,
+                _("nothing is at {path}; the API is described at /docs", path=request.path),
+            )
         )
     if kind == "method-not-allowed":
         allowed = ", ".join(sorted(getattr(error, "valid_methods", None) or ()))
-        detail = f"{request.method} is not allowed on {request.path}; use {allowed}"
+        detail = _(
+            "{method} is not allowed on {path}; use {allowed}",
+            method=request.method,
+            path=request.path,
+            allowed=allowed,
+        )
         return problem_response(problem_body(kind, detail), {"Allow": allowed})
     if kind == "body-too-large":
         limit = current_app.config["MAX_CONTENT_LENGTH"]
         return problem_response(
-            problem_body(kind, f"the request body is larger than the {limit} bytes accepted")
+            problem_body(
+                kind, _("the request body is larger than the {limit} bytes accepted", limit=limit)
+            )
         )
     messages = (getattr(error, "data", None) or {}).get("messages")
     if kind == "validation-error" and messages:
@@ -142,9 +133,13 @@ def _pointers(messages: Any, pointer: str) -> list[dict[str, str]]:
     errors = []
     for key, nested in messages.items():
         # `_schema` holds errors about the object itself rather than one of its members.
-        escaped = str(key).replace("~", "~0").replace("/", "~1")
-        errors += _pointers(nested, pointer if key == "_schema" else f"{pointer}/{escaped}")
+        errors += _pointers(nested, pointer if key == "_schema" else f"{pointer}/{_escaped(key)}")
     return errors
+
+
+def _escaped(key: object) -> str:
+    """A member name as one reference token of a JSON pointer (RFC 6901)."""
+    return str(key).replace("~", "~0").replace("/", "~1")
 
 
 def unexpected(error: BaseException) -> Response:
@@ -161,8 +156,11 @@ def unexpected(error: BaseException) -> Response:
     return problem_response(
         problem_body(
             "internal-error",
-            f"the service failed unexpectedly; the request id {request_id} identifies the failure "
-            "in its logs",
+            _(
+                "the service failed unexpectedly; the request id {request_id} identifies the "
+                "failure in its logs",
+                request_id=request_id,
+            ),
         )
     )
 
@@ -175,7 +173,9 @@ def _examples(status: int) -> dict[str, Any]:
     }
     if status == HTTPStatus.UNPROCESSABLE_ENTITY:
         samples.update({kind: core_problem(refusal(*sample)) for kind, sample in REFUSED.items()})
-    return {kind: {"summary": body["title"], "value": body} for kind, body in samples.items()}
+    # The spec is written in English, the source language, with plain strings for YAML.
+    english = localized(samples, DEFAULT_LOCALE)
+    return {kind: {"summary": body["title"], "value": body} for kind, body in english.items()}
 
 
 class ProblemApi(Api):
@@ -183,7 +183,15 @@ class ProblemApi(Api):
 
     ERROR_SCHEMA = ProblemSchema
 
-    def handle_http_exception(self, error: HTTPException) -> Response:  # type: ignore[override]
+    def _init_spec(self, *args: Any, **kwargs: Any) -> None:
+        super()._init_spec(*args, **kwargs)
+        self.ma_plugin.converter.add_attribute_function(bindings_property)
+
+    def _openapi_json(self) -> Response:
+        # flask-smorest would serve the spec as built; this one states the limits in force.
+        return Response(json.dumps(served_spec(current_app), indent=2), mimetype="application/json")
+
+    def handle_http_exception(self, error: HTTPException) -> Response:
         return http_problem(error)
 
     def _register_error_handlers(self) -> None:
@@ -191,7 +199,7 @@ class ProblemApi(Api):
         self._app.register_error_handler(
             Problem, lambda e: problem_response(problem_body(e.kind, e.detail, **e.extensions))
         )
-        self._app.register_error_handler(AutogradError, lambda e: problem_response(core_problem(e)))
+        self._app.register_error_handler(AutogradError, core_refusal)
         self._app.register_error_handler(Exception, unexpected)
 
     def _register_pagination_header(self) -> None:
@@ -235,4 +243,7 @@ def documents_problems(blp: Blueprint, *statuses: int) -> Callable[[View], View]
     """Documents the problems a view can answer with, besides the 422 of its arguments."""
     # One `doc` naming the registered responses, rather than an `alt_response` per status: each
     # of those would wrap the view once more, at a cost on every request.
-    return blp.doc(responses={str(status): HTTPStatus(status).name for status in statuses})
+    document: Callable[[View], View] = blp.doc(
+        responses={str(status): HTTPStatus(status).name for status in statuses}
+    )
+    return document

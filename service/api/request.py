@@ -16,7 +16,7 @@ from flask.json.provider import DefaultJSONProvider
 from webargs.flaskparser import FlaskParser
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from service.api.kinds import Problem
+from service.kinds import Problem
 
 REQUEST_ID_HEADER = "X-Request-ID"
 # Every documented response carries it: a reference to the header component the spec defines.
@@ -29,8 +29,9 @@ _LONG_INTEGER = 19  # characters from which an integer is read as a float (int64
 class NonFiniteNumber:
     """A number JSON can spell but a float cannot hold: `NaN`, `Infinity` or one like `1e400`.
 
-    Parsing keeps it as this marker instead of failing, so that the schema can refuse it by the
-    name of the field (or binding) it was sent for.
+    Parsing keeps it as this marker instead of failing, so that it is refused by the name of the
+    field (or binding) it was sent for: the core checks every binding and names its value by
+    `repr`, which says why such a number is refused.
     """
 
     __slots__ = ("text",)
@@ -39,7 +40,8 @@ class NonFiniteNumber:
         self.text = text
 
     def __repr__(self) -> str:
-        return self.text
+        overflows = self.text not in ("NaN", "Infinity", "-Infinity")
+        return f"{self.text}, which overflows a 64-bit float" if overflows else self.text
 
 
 def _float(text: str) -> float | NonFiniteNumber:

@@ -2,64 +2,64 @@
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping
 from typing import Any
 
-from marshmallow import Schema, ValidationError, fields, post_load, validate
+from apispec.ext.marshmallow.field_converter import FieldConverterMixin
+from marshmallow import Schema, fields, post_load, validate
 
-from service.api.kinds import KINDS, type_uri
-from service.api.request import NonFiniteNumber
+from service.api.config import SETTINGS
 from service.check import CODES, DEFAULT_TOLERANCE, VERDICTS, Tolerance
 from service.evaluator import DEFAULT_GRANULARITY, GRANULARITIES
 from service.exercises import DEFAULT_KIND, DEFAULT_LEVEL, EXERCISE_KINDS, LEVELS, MAX_SEED
+from service.kinds import KINDS, type_uri
+from service.limits import DEFAULT_LIMITS, Limits
 
 
-def _out(field: type[fields.Field], description: str, *args: Any, **kwargs: Any) -> fields.Field:
+def _out(field: type[fields.Field[Any]], description: str, *args: Any, **kwargs: Any) -> Any:
     """A field every response carries, so the spec can say it is required."""
     return field(*args, required=True, metadata={"description": description}, **kwargs)
 
 
-def _json_name(value: Any) -> str:
-    """How a client wrote `value`, to say what was sent instead of a number."""
-    if isinstance(value, NonFiniteNumber):
-        overflows = value.text not in ("NaN", "Infinity", "-Infinity")
-        return f"{value.text}, which overflows a 64-bit float" if overflows else value.text
-    if value is None or isinstance(value, bool):
-        return {None: "null", True: "true", False: "false"}[value]
-    return {str: "a string", list: "an array", dict: "an object"}.get(type(value), repr(value))
+# A variable's name, as the parser's name token reads it.
+IDENTIFIER_PATTERN = "^[A-Za-z_][A-Za-z0-9_]*$"
 
 
-def _finite(number: Any) -> float | None:
-    if isinstance(number, bool) or not isinstance(number, int | float):
-        return None
-    try:
-        number = float(number)
-    except OverflowError:  # an int too large for a float, from a caller not using StrictJSON
-        return None
-    return number if math.isfinite(number) else None
+def request_bounds(limits: Limits) -> dict[str, dict[str, Any]]:
+    """What the spec states about each request field under `limits`, by field name.
+
+    The spec states the bounds; the core enforces them, with a problem naming the limit and
+    where the expression exceeds it, so the schema does not refuse first with a vaguer one.
+    """
+    return {
+        "expression": {"minLength": 1, "maxLength": limits.max_expression_length},
+        "bindings": {
+            "maxProperties": limits.max_bindings,
+            "propertyNames": {
+                "pattern": IDENTIFIER_PATTERN,
+                "maxLength": limits.max_identifier_length,
+            },
+        },
+    }
+
+
+_DEFAULT_BOUNDS = request_bounds(DEFAULT_LIMITS)
 
 
 class Bindings(fields.Dict):
-    """Variable name to finite number; a bad value is reported under its own name."""
+    """Variable name to number. The spec says numbers; the core checks every value, once, and
+    refuses one that is not a finite number as `invalid-binding`, naming the variable."""
 
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__(keys=fields.String(), values=fields.Float(allow_nan=False), **kwargs)
+        super().__init__(keys=fields.String(), values=fields.Raw(allow_none=True), **kwargs)
 
-    def _deserialize(
-        self, value: Any, attr: str | None, data: Mapping[str, Any] | None, **kwargs: Any
-    ) -> dict[str, float]:
-        if not isinstance(value, dict):
-            raise self.make_error("invalid")
-        numbers = {name: _finite(number) for name, number in value.items()}
-        errors = {
-            name: [f"{name} must be bound to a finite number, not {_json_name(value[name])}"]
-            for name, number in numbers.items()
-            if number is None
-        }
-        if errors:
-            raise ValidationError(errors)
-        return numbers  # type: ignore[return-value]  # every None was refused above
+
+def bindings_property(
+    converter: FieldConverterMixin, field: fields.Field[Any], **kwargs: Any
+) -> dict[str, Any]:
+    """apispec attribute function: the bindings' value type and the bounds apispec cannot say."""
+    if not isinstance(field, Bindings):
+        return {}
+    return {"additionalProperties": {"type": "number"}, **_DEFAULT_BOUNDS["bindings"]}
 
 
 def _granularity() -> fields.String:
@@ -78,7 +78,8 @@ def _expression() -> fields.String:
         required=True,
         metadata={
             "description": "The expression, e.g. `(a + b) * c`: numbers, variables, "
-            "`+ - * / ** ^`, parentheses and exp, log, relu, tanh. See GET /v1/operations."
+            "`+ - * / ** ^`, parentheses and exp, log, relu, tanh. See GET /v1/operations.",
+            **_DEFAULT_BOUNDS["expression"],
         },
     )
 
@@ -87,7 +88,10 @@ class GradientsRequestSchema(Schema):
     expression = _expression()
     bindings = Bindings(
         required=True,
-        metadata={"description": "A finite number for every variable of the expression."},
+        metadata={
+            "description": "A finite number for every variable of the expression, and no other "
+            "name: a name the expression does not use is an `unknown-variables` problem."
+        },
     )
     granularity = _granularity()
 
@@ -97,7 +101,7 @@ class GraphRequestSchema(Schema):
     granularity = _granularity()
 
 
-def _span() -> fields.List:
+def _span() -> Any:
     return _out(
         fields.List,
         "`[start, end)`: the characters of the expression this node was written as.",
@@ -209,14 +213,20 @@ class OperationSchema(Schema):
     )
 
 
-class LimitsSchema(Schema):
-    max_expression_length = _out(fields.Integer, "Characters of expression text.")
-    max_depth = _out(fields.Integer, "Nesting of parentheses, calls, unary signs and `**`.")
-    max_nodes = _out(fields.Integer, "Nodes of the primitive graph micrograd would build.")
-    max_identifier_length = _out(fields.Integer, "Characters in one variable name.")
-    max_constant_magnitude = _out(fields.Float, "Largest |c| of a literal or folded constant.")
-    max_bindings = _out(fields.Integer, "Entries in one request's bindings.")
-    max_body_bytes = _out(fields.Integer, "Bytes of request body; larger bodies get a 413.")
+# One field per limit of the core, described where the limit is, and the web layer's body limit.
+LimitsSchema = Schema.from_dict(
+    {
+        **{
+            name: _out(
+                fields.Float if isinstance(value, float) else fields.Integer,
+                Limits.meaning(name),
+            )
+            for name, value in DEFAULT_LIMITS.as_dict().items()
+        },
+        "max_body_bytes": _out(fields.Integer, str(SETTINGS["MAX_BODY_BYTES"].meaning)),
+    },
+    name="Limits",
+)
 
 
 class OperationsSchema(Schema):
@@ -249,7 +259,7 @@ class PointerSchema(Schema):
     detail = _out(fields.String, "What is wrong with it.")
 
 
-def _problem(field: type[fields.Field], description: str, *args: Any, **kwargs: Any) -> Any:
+def _problem(field: type[fields.Field[Any]], description: str, *args: Any, **kwargs: Any) -> Any:
     return field(*args, metadata={"description": description}, **kwargs)
 
 
@@ -281,7 +291,7 @@ class ProblemSchema(Schema):
     maximum = _problem(fields.Float, "Limit problems: the limit's value.")
     errors = _problem(
         fields.List,
-        "Validation problems: each part of the body at fault.",
+        "Validation and invalid-binding problems: each part of the body at fault.",
         fields.Nested(PointerSchema),
     )
 

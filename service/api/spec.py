@@ -8,13 +8,14 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from service.api.config import DEFAULTS
 from service.api.docs import spec_yaml
 from service.app import create_app
 
 
 def generate() -> str:
-    """The spec as YAML; it depends on the code only, never on the configuration."""
-    return spec_yaml(create_app())
+    """The spec as YAML with the default limits, whatever the configuration in force."""
+    return spec_yaml(create_app(DEFAULTS))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

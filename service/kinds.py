@@ -1,7 +1,14 @@
-"""The table of problem kinds: every refusal the API answers with, its HTTP status and title."""
+"""The table of problem kinds, and each refusal as an RFC 9457 problem document.
+
+Every refusal the API answers with, its HTTP status and title; the command line prints the same
+documents, so this module imports nothing of the web framework.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
+from service.errors import AutogradError, BindingError, DomainError, ExpressionError, LimitExceeded
 from service.i18n import Message, _
 
 TYPE_BASE = "https://autograd-service.dev/problems/"
@@ -79,3 +86,30 @@ class Problem(Exception):
         self.kind = kind
         self.detail = detail
         self.extensions = extensions
+
+
+def problem_body(kind: str, detail: str, **extensions: Any) -> dict[str, Any]:
+    """The problem document of `kind` from the table, with its `detail` and any extensions."""
+    status, title = KINDS[kind]
+    return {
+        "type": type_uri(kind),
+        "title": title,
+        "status": status,
+        "detail": detail,
+        **extensions,
+    }
+
+
+def core_problem(error: AutogradError) -> dict[str, Any]:
+    """The problem for a refusal by the core, with every detail it knows about the fault."""
+    extensions: dict[str, Any] = {}
+    span = error.span if isinstance(error, ExpressionError | DomainError) else None
+    if span is not None:
+        extensions["position"] = {"start": span[0], "end": span[1]}
+    if isinstance(error, LimitExceeded):
+        extensions.update(limit=error.limit, maximum=error.maximum)
+    if isinstance(error, BindingError):
+        extensions["variables"] = list(error.variables)
+    if isinstance(error, DomainError):
+        extensions["node"] = error.node
+    return problem_body(slug(error.kind), error.message, **extensions)

@@ -1,0 +1,126 @@
+"""Configuration: defaults, `AUTOGRAD_*` variables, and a refusal to start on a bad one."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+from flask.testing import FlaskClient
+
+from service.api.config import DEFAULTS, SETTINGS, ConfigurationError, settings_table
+from service.app import create_app
+from service.limits import DEFAULT_LIMITS, Limits
+
+
+def test_configuration_comes_from_autograd_environment_variables(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    environment = {
+        "AUTOGRAD_MAX_EXPRESSION_LENGTH": "500",
+        "AUTOGRAD_MAX_DEPTH": "20",
+        "AUTOGRAD_MAX_NODES": "100",
+        "AUTOGRAD_MAX_IDENTIFIER_LENGTH": "8",
+        "AUTOGRAD_MAX_CONSTANT_MAGNITUDE": "1e6",
+        "AUTOGRAD_MAX_BINDINGS": "5",
+        "AUTOGRAD_MAX_BODY_BYTES": "2048",
+        "AUTOGRAD_CACHE_SIZE": "3",
+        "AUTOGRAD_LOG_LEVEL": "warning",
+    }
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    app = create_app()
+    evaluator = app.extensions["autograd"]
+    assert evaluator.limits == Limits(
+        max_expression_length=500,
+        max_depth=20,
+        max_nodes=100,
+        max_identifier_length=8,
+        max_constant_magnitude=1e6,
+        max_bindings=5,
+    )
+    assert evaluator.cache_size == 3
+    assert app.config["MAX_CONTENT_LENGTH"] == 2048
+    # The test configuration overrides the environment.
+    assert create_app({"MAX_NODES": 7}).extensions["autograd"].limits.max_nodes == 7
+
+
+def test_each_limit_is_described_once_and_everything_else_derives_from_it(
+    client: FlaskClient,
+) -> None:
+    # A setting for every limit, with the limit's own default and meaning.
+    for field in fields(Limits):
+        setting = SETTINGS[field.name.upper()]
+        assert setting.default == field.default == DEFAULTS[setting.name]
+        assert setting.meaning == Limits.meaning(field.name)
+        assert setting.variable == f"AUTOGRAD_{field.name.upper()}"
+    assert all(str(setting.meaning).strip() for setting in SETTINGS.values())
+    # GET /v1/operations reports each limit in force; the spec describes it with its meaning.
+    reported = client.get("/v1/operations").get_json()["limits"]
+    assert {**DEFAULT_LIMITS.as_dict(), "max_body_bytes": DEFAULTS["MAX_BODY_BYTES"]} == reported
+    described = client.get("/openapi.json").get_json()["components"]["schemas"]["Limits"]
+    for name in Limits.names():
+        assert described["properties"][name]["description"] == Limits.meaning(name)
+
+
+def test_the_readme_lists_every_setting_with_its_default_and_meaning() -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    table = settings_table()
+    assert all(f"`{setting.variable}`" in table for setting in SETTINGS.values())
+    assert table in readme, "README.md's settings are out of date: `python -m service.api.config`"
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("AUTOGRAD_MAX_NODES", "lots"),
+        ("AUTOGRAD_MAX_NODES", "0"),
+        ("AUTOGRAD_MAX_DEPTH", "2.5"),
+        ("AUTOGRAD_MAX_BODY_BYTES", "true"),
+        ("AUTOGRAD_CACHE_SIZE", "-1"),
+        ("AUTOGRAD_LOG_LEVEL", "chatty"),
+        ("AUTOGRAD_MAX_DEPTH", "abc"),
+    ],
+)
+def test_a_mistyped_setting_stops_the_start_naming_it(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str
+) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigurationError, match=name) as refused:
+        create_app()
+    assert "\n" not in str(refused.value)
+    assert value.lower() in str(refused.value).lower()
+
+
+@pytest.mark.parametrize(
+    ("name", "match"),
+    [
+        ("AUTOGRAD_MAX_DEPHT", "AUTOGRAD_MAX_DEPTH"),
+        ("AUTOGRAD_MAX_NODE", "AUTOGRAD_MAX_NODES"),
+        ("AUTOGRAD_CORS_ORIGIN", "AUTOGRAD_CORS_ORIGINS"),
+        ("AUTOGRAD_WORKER", "AUTOGRAD_WORKERS"),
+    ],
+)
+def test_a_misspelt_variable_is_refused_naming_the_close_match(
+    monkeypatch: pytest.MonkeyPatch, name: str, match: str
+) -> None:
+    monkeypatch.setenv(name, "5")
+    with pytest.raises(ConfigurationError) as refused:
+        create_app()
+    assert str(refused.value) == f"{name} is not a setting of this service; did you mean {match}?"
+
+
+def test_an_unknown_variable_is_refused_listing_the_settings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AUTOGRAD_COLOUR", "blue")
+    with pytest.raises(ConfigurationError, match="AUTOGRAD_COLOUR is not a setting") as refused:
+        create_app()
+    assert all(setting.variable in str(refused.value) for setting in SETTINGS.values())
+
+
+def test_variables_for_the_server_are_not_the_apps_concern(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AUTOGRAD_WORKERS", "3")  # gunicorn.conf.py reads it
+    assert create_app({"TESTING": True}).extensions["autograd"]

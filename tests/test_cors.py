@@ -1,0 +1,65 @@
+"""CORS: browsers on other origins may call the API, and preflights say what a route takes."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import LESSON
+from flask.testing import FlaskClient
+
+from service.app import create_app
+
+
+def test_cors_allows_any_origin_by_default_without_credentials(client: FlaskClient) -> None:
+    response = client.post("/v1/gradients", json=LESSON, headers={"Origin": "https://lms.example"})
+    assert response.headers["Access-Control-Allow-Origin"] == "*"
+    assert "X-Request-ID" in response.headers["Access-Control-Expose-Headers"]
+    assert "Access-Control-Allow-Credentials" not in response.headers
+
+
+def test_cors_preflight_is_answered_and_cached(client: FlaskClient) -> None:
+    response = client.options(
+        "/v1/gradients",
+        headers={
+            "Origin": "https://lms.example",
+            "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "Content-Type",
+        },
+    )
+    assert response.status_code == 200
+    assert response.headers["Access-Control-Allow-Origin"] == "*"
+    assert "POST" in response.headers["Access-Control-Allow-Methods"]
+    assert int(response.headers["Access-Control-Max-Age"]) > 0
+
+
+@pytest.mark.parametrize(
+    ("path", "method", "methods"),
+    [
+        ("/v1/gradients", "POST", {"OPTIONS", "POST"}),
+        ("/v1/graph", "POST", {"OPTIONS", "POST"}),
+        ("/v1/operations", "GET", {"GET", "HEAD", "OPTIONS"}),
+        ("/healthz", "GET", {"GET", "HEAD", "OPTIONS"}),
+        ("/v1/check", "POST", {"OPTIONS", "POST"}),
+        ("/v1/exercises", "POST", {"OPTIONS", "POST"}),
+    ],
+)
+def test_a_preflight_offers_only_the_routes_methods(
+    client: FlaskClient, path: str, method: str, methods: set[str]
+) -> None:
+    response = client.options(
+        path, headers={"Origin": "https://lms.example", "Access-Control-Request-Method": method}
+    )
+    offered = {m.strip() for m in response.headers["Access-Control-Allow-Methods"].split(",")}
+    assert offered == methods
+    # The same methods a 405 lists in its Allow header.
+    refused = client.delete(path)
+    assert {m.strip() for m in refused.headers["Allow"].split(",")} == methods
+
+
+def test_cors_origins_can_be_restricted(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AUTOGRAD_CORS_ORIGINS", "https://a.example, https://b.example")
+    client = create_app({"TESTING": True}).test_client()
+    allowed = client.get("/healthz", headers={"Origin": "https://b.example"})
+    refused = client.get("/healthz", headers={"Origin": "https://evil.example"})
+    assert allowed.headers["Access-Control-Allow-Origin"] == "https://b.example"
+    assert "Access-Control-Allow-Origin" not in refused.headers
+    assert refused.status_code == 200  # CORS is the browser's to enforce
