@@ -3,7 +3,6 @@ symbolic answers judged by equivalence, and hostile answers refused as feedback.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
@@ -238,10 +237,8 @@ HOSTILE_SYMBOLIC = [
 
 @pytest.mark.parametrize(("answer", "code"), HOSTILE_SYMBOLIC)
 def test_hostile_symbolic_answers_are_feedback_not_failures(answer: str, code: str) -> None:
-    started = time.monotonic()
     result = feedback("a * a", {"a": 1.5}, {"derivatives": {"a": answer}}, "derivatives.a")
     assert result["feedback"]["code"] == code, result
-    assert time.monotonic() - started < 15
 
 
 def test_a_derivative_that_is_not_text_is_unparsable() -> None:

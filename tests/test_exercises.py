@@ -41,6 +41,7 @@ def _exercises_in_a_process(hash_seed: str) -> str:
     return done.stdout
 
 
+@pytest.mark.slow
 def test_a_seed_gives_the_same_exercise_in_every_process() -> None:
     runs = {_exercises_in_a_process(seed) for seed in ("0", "1", "4242", "random")}
     assert len(runs) == 1
