@@ -67,6 +67,9 @@ SAMPLE_POINTS = 6  # points at which a symbolic answer must agree
 SAMPLE_TRIES = 40  # points drawn at most, since some fall outside the expression's domain
 SIMPLIFY_KIND = "simplification_too_slow"  # an inner budget: its overrun falls back to points
 CHECK_KIND = "check_too_expensive"
+# The refusals of answers that no schema can foresee: items the expression lacks, symbolic work
+# past its budget (the HTTP layer maps each to a problem type).
+ANSWER_KINDS = ("unknown_answer_items", CHECK_KIND)
 _ID_DIGITS = 9  # a node id has at most this many digits (graphs are far smaller)
 
 

@@ -28,7 +28,7 @@ LEVELS = (1, 2, 3)
 EXERCISE_KINDS = ("gradients", "backward-pass", "derivative")
 DEFAULT_LEVEL = 1
 DEFAULT_KIND = "gradients"
-MAX_SEED = 2**63 - 1
+MAX_SEED = 2**53 - 1  # the largest integer JavaScript (and any JSON reader) holds exactly
 _NAMED_BEFORE_SIGN = ("dead_relu", "one_path_only")
 _ATTEMPTS = 500  # templates and bindings drawn before falling back to the lesson's own exercise
 

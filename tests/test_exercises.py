@@ -30,7 +30,7 @@ def _exercises_in_a_process(hash_seed: str) -> str:
         "from service.evaluator import Evaluator\n"
         "from service.exercises import exercise\n"
         "e = Evaluator()\n"
-        "print(json.dumps([exercise(e, s, l, k, True) for s in (0, 7, 123456789, 2**63 - 1)"
+        "print(json.dumps([exercise(e, s, l, k, True) for s in (0, 7, 123456789, 2**53 - 1)"
         " for l in (1, 2, 3) for k in ('gradients', 'backward-pass', 'derivative')],"
         " sort_keys=True))\n"
     )
@@ -47,7 +47,7 @@ def test_a_seed_gives_the_same_exercise_in_every_process() -> None:
     assert len(runs) == 1
     here = [
         exercise(EVALUATOR, s, level, kind, True)
-        for s in (0, 7, 123456789, 2**63 - 1)
+        for s in (0, 7, 123456789, 2**53 - 1)
         for level in (1, 2, 3)
         for kind in ("gradients", "backward-pass", "derivative")
     ]
@@ -167,7 +167,7 @@ def test_a_backward_pass_exercise_carries_its_graph(client: FlaskClient) -> None
     [
         {},
         {"seed": -1},
-        {"seed": 2**63},
+        {"seed": 2**53},
         {"seed": 1.5},
         {"seed": "1"},
         {"seed": True},

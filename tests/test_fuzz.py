@@ -30,6 +30,7 @@ from schemathesis.specs.openapi.checks import (
 
 from service.api.config import DEFAULTS
 from service.app import create_app
+from service.check import ANSWER_KINDS
 from service.errors import (
     BINDING_KINDS,
     DOMAIN_KINDS,
@@ -198,10 +199,12 @@ if not LIVE_URL:
 negative = api.config.checks.negative_data_rejection
 negative.expected_statuses = [*negative.expected_statuses, "413"]
 
-# What a schema cannot say: the expression's grammar and meaning, and whether the bindings name
-# exactly its variables. A request the spec allows may be refused for those reasons only.
+# What a schema cannot say: the expression's grammar and meaning, whether the bindings name
+# exactly its variables, and whether answers name items of the expression. A request the spec
+# allows may be refused for those reasons only.
 CORE_KINDS = {
-    slug(kind) for kind in (*EXPRESSION_KINDS, *LIMIT_KINDS, *BINDING_KINDS, *DOMAIN_KINDS)
+    slug(kind)
+    for kind in (*EXPRESSION_KINDS, *LIMIT_KINDS, *BINDING_KINDS, *DOMAIN_KINDS, *ANSWER_KINDS)
 }
 
 

@@ -321,6 +321,17 @@ class StrictBoolean(fields.Boolean):
         return value
 
 
+class WholeNumber(fields.Integer):
+    """A JSON number with no fractional part, as JSON Schema's `integer` is: 7 or 7.0, never
+    "7", true or 7.5 (marshmallow's Integer would refuse 7.0, or else take "7" and cut 7.5)."""
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> int:
+        whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+        if isinstance(value, bool) or not whole:
+            raise self.make_error("invalid", input=value)
+        return int(value)
+
+
 def _strict_boolean(description: str) -> fields.Boolean:
     return StrictBoolean(load_default=False, metadata={"description": description})
 
@@ -412,15 +423,13 @@ class CheckResultSchema(Schema):
 
 
 class ExerciseRequestSchema(Schema):
-    seed = fields.Integer(
+    seed = WholeNumber(
         required=True,
-        strict=True,
         validate=validate.Range(min=0, max=MAX_SEED),
         metadata={"description": "Any whole number; the same seed gives the same exercise."},
     )
-    level = fields.Integer(
+    level = WholeNumber(
         load_default=DEFAULT_LEVEL,
-        strict=True,
         validate=validate.OneOf(LEVELS),
         metadata={
             "description": "1: `(a + b) * c` and its cousins; 2: shared nodes and relu; "
