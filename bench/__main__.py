@@ -15,7 +15,7 @@ from pathlib import Path
 
 from bench import common
 
-PARTS = ("engine", "parse", "request", "memory")
+PARTS = ("engine", "parse", "linear", "request", "memory")
 
 
 def _context() -> str:
@@ -83,6 +83,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from bench import parse
 
             parse.run(report, args.quick)
+        elif part == "linear":
+            from bench import linear
+
+            linear.run(report, args.quick)
         elif part == "request":
             from bench import request
 

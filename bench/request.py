@@ -16,6 +16,7 @@ from bench.common import Report, finite_expression, interleaved, median, once, r
 from bench.server import ROOT, Load, PythonClient, Server, Wrk, find_wrk, request
 from service.api.examples import LESSON_BINDINGS, LESSON_EXPRESSION
 from service.engine import Value
+from service.evaluator import run as run_tree
 from service.parser import parse
 
 GRADIENTS_PATH = "/v1/gradients"
@@ -127,7 +128,7 @@ def _engine_seconds(body: bytes) -> float:
 
     def run() -> Any:
         env = {name: Value(value) for name, value in bindings.items()}
-        root = parsed.evaluate(env)[parsed.root]
+        root = run_tree(parsed, env)[parsed.root]
         root.backward()
         return root
 

@@ -58,7 +58,8 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         api.register_blueprint(resource)
     app.register_blueprint(docs.blp)
     app.extensions[docs.SPEC_EXTENSION] = api.spec
-    app.after_request(_preflight_names_the_routes_methods)  # before CORS's, which runs first
+    # Registered before CORS adds its own hook, so it runs after it: Flask runs them in reverse.
+    app.after_request(_preflight_names_the_routes_methods)
     origins = cors_origins(app.config)
     CORS(
         app,

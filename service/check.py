@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from service.budget import time_budget
 from service.engine import Value
 from service.errors import AutogradError, BudgetExceeded, DomainError
-from service.evaluator import Evaluator
+from service.evaluator import Evaluator, run
 from service.i18n import Message, _, _n
 from service.limits import Limits
 from service.parser import ParsedExpression, parse
@@ -70,7 +70,7 @@ CHECK_KIND = "check_too_expensive"
 # The refusals of answers that no schema can foresee: items the expression lacks, symbolic work
 # past its budget (the HTTP layer maps each to a problem type).
 ANSWER_KINDS = ("unknown_answer_items", CHECK_KIND)
-_ID_DIGITS = 9  # a node id has at most this many digits (graphs are far smaller)
+UNUSED = -1  # the target of an input the output does not depend on: it has no node
 
 
 @dataclass(frozen=True)
@@ -200,6 +200,8 @@ class Mistakes:
         """What each slip would answer for the gradient of node `target` (None: the value)."""
         if target is None:
             return [-self.value if m.at is None else math.nan for m in self.all]
+        if target == UNUSED:  # no path reaches it: no slip can give it a gradient
+            return [math.nan] * len(self.all)
         nodes = self.nodes
         grad = nodes[target]["grad"]
         # d(node)/d(target) for every node: forward mode from the target (children come first).
@@ -430,17 +432,24 @@ class _Item:
 def check(
     evaluator: Evaluator,
     expression: str,
-    bindings: Mapping[str, float],
+    bindings: Mapping[str, float] | None,
     answers: Mapping[str, Any],
     tolerance: Tolerance = DEFAULT_TOLERANCE,
     reveal: bool = False,
+    output: str | None = None,
 ) -> dict[str, Any]:
-    """Every item answered or expected, with its verdict and feedback, and the score."""
-    document = evaluator.evaluate(expression, bindings)
+    """Every item answered or expected, with its verdict and feedback, and the score.
+
+    `expression` may be a program; `output` then names its output, as for /v1/gradients.
+    """
+    document = evaluator.evaluate(expression, bindings, output=output)
     nodes = document["graph"]["nodes"]
     variables = list(document["gradients"])
+    # An input the output does not use has a gradient (0) but no node: UNUSED stands for it.
     variable_node = {node["label"]: node["id"] for node in nodes if node["kind"] == "variable"}
-    _refuse_unknown(answers, variables, len(nodes))
+    node_key = {str(node["id"]): node["id"] for node in nodes}
+    node_key.update({node["name"]: node["id"] for node in nodes if node.get("name")})
+    _refuse_unknown(answers, variables, node_key)
 
     items: list[_Item] = []
     mistakes = Mistakes(expression, document)
@@ -450,19 +459,21 @@ def check(
     given = answers.get("gradients") or {}
     for name in variables:
         item = _Item(f"gradients.{name}", document["gradients"][name], given.get(name))
-        _judge_number(item, expression, document, mistakes, variable_node[name], tolerance)
+        target = variable_node.get(name, UNUSED)
+        _judge_number(item, expression, document, mistakes, target, tolerance)
         items.append(item)
     if answers.get("nodes") is not None:
-        given = {int(key): answer for key, answer in answers["nodes"].items()}
+        given = {node_key[key]: answer for key, answer in answers["nodes"].items()}
         for node in nodes:
-            item = _Item(f"nodes.{node['id']}", node["grad"], given.get(node["id"]))
+            key = node.get("name") or node["id"]  # a program's named node by its name
+            item = _Item(f"nodes.{key}", node["grad"], given.get(node["id"]))
             _judge_number(item, expression, document, mistakes, node["id"], tolerance)
             items.append(item)
     if answers.get("derivatives") is not None:
         given = answers["derivatives"]
         _warm_up()
         with time_budget(SYMBOLIC_SECONDS, CHECK_KIND):
-            symbolic = _Symbolic(evaluator, expression, bindings, variable_node, tolerance)
+            symbolic = _Symbolic(evaluator, expression, output, variable_node, tolerance)
             for name in variables:
                 item = _Item(f"derivatives.{name}", None, given.get(name))
                 symbolic.judge(item, name, reveal)
@@ -493,7 +504,9 @@ def _warm_up() -> None:
     sympy.simplify(sympy.exp(a) * sympy.tanh(b) / (a + 1) ** 2 - relu(a) * sympy.log(b) + a**0.5)
 
 
-def _refuse_unknown(answers: Mapping[str, Any], variables: list[str], size: int) -> None:
+def _refuse_unknown(
+    answers: Mapping[str, Any], variables: list[str], node_key: Mapping[str, int]
+) -> None:
     known = set(variables)
     unknown = [
         f"{group}.{name}"
@@ -501,21 +514,16 @@ def _refuse_unknown(answers: Mapping[str, Any], variables: list[str], size: int)
         for name in (answers.get(group) or {})
         if name not in known
     ]
-    unknown += [
-        f"nodes.{key}"
-        for key in (answers.get("nodes") or {})
-        # Digits only, and few of them: int() of thousands of digits is slow, then refused.
-        if not (key.isascii() and key.isdigit() and len(key) <= _ID_DIGITS and int(key) < size)
-    ]
+    unknown += [f"nodes.{key}" for key in (answers.get("nodes") or {}) if key not in node_key]
     if unknown:
         shown = ", ".join(_shorten(item) for item in unknown[:5])
         shown += ", …" if len(unknown) > 5 else ""
         raise AnswerError(
             _n(
                 "{items} is not an item of this expression: gradients and derivatives are "
-                "named by its variables, nodes by their ids in the graph",
+                "named by its inputs, nodes by their ids in the graph or their names",
                 "{items} are not items of this expression: gradients and derivatives are "
-                "named by its variables, nodes by their ids in the graph",
+                "named by its inputs, nodes by their ids in the graph or their names",
                 len(unknown),
                 items=shown,
             ),
@@ -546,7 +554,7 @@ def _judge_number(
     expected = item.expected
     predicted = mistakes.answers(target)
     item.feedback = judge([answer], [expected], [predicted], mistakes, tolerance)
-    if target is not None and item.feedback["code"] == "incorrect" and expected == 0:
+    if target not in (None, UNUSED) and item.feedback["code"] == "incorrect" and expected == 0:
         relu = _dead_relu_on_path(expression, document, target)
         if relu is not None:
             item.feedback = _feedback("dead_relu", _mistake_message("dead_relu", {"node": relu}))
@@ -567,13 +575,14 @@ class _Symbolic:
         self,
         evaluator: Evaluator,
         expression: str,
-        bindings: Mapping[str, float],
+        output: str | None,
         variable_node: dict[str, int],
         tolerance: Tolerance,
     ) -> None:
         self.evaluator = evaluator
         self.expression = expression
-        self.parsed = evaluator.compile(expression).parsed
+        self.output = output
+        self.parsed = evaluator.compile(expression, output=output).parsed
         self.variable_node = variable_node
         self.tolerance = tolerance
         self.points: list[tuple[dict[str, float], dict[str, Any], Mistakes]] | None = None
@@ -592,7 +601,7 @@ class _Symbolic:
                     for name in self.parsed.variables
                 }
                 try:
-                    document = self.evaluator.evaluate(self.expression, point)
+                    document = self.evaluator.evaluate(self.expression, point, output=self.output)
                 except DomainError:
                     continue
                 self.points.append((point, document, Mistakes(self.expression, document)))
@@ -621,7 +630,7 @@ class _Symbolic:
         except Unreadable as unreadable:
             item.feedback = unreadable.feedback
             return
-        strangers = [v for v in answer.variables if v not in self.variable_node]
+        strangers = [v for v in answer.variables if v not in self.parsed.variable_set]
         if strangers:
             item.feedback = _feedback(
                 "unknown_variable",
@@ -653,12 +662,12 @@ class _Symbolic:
 
     def at_points(self, answer: ParsedExpression, name: str) -> dict[str, Any]:
         values, expected, predicted = [], [], []
-        target = self.variable_node[name]
+        target = self.variable_node.get(name, UNUSED)
         mistakes = None
         for point, document, analysis in self.sample():
             try:
                 env = {v: Value(point[v]) for v in answer.variables}
-                result = answer.evaluate(env)[answer.root]
+                result = run(answer, env)[answer.root]
             except DomainError:
                 continue
             number = result.data if isinstance(result, Value) else float(result)

@@ -6,29 +6,50 @@ import math
 from collections.abc import Iterator
 
 from service.errors import DomainError
+from service.i18n import Message, _
+
+# What overflowed, for `finite`: whole sentences, so each translates as one.
+_OVERFLOWS: dict[str, Message] = {
+    "sum": _("a sum overflows the range of a 64-bit float"),
+    "difference": _("a difference overflows the range of a 64-bit float"),
+    "product": _("a product overflows the range of a 64-bit float"),
+    "quotient": _("a quotient overflows the range of a 64-bit float"),
+    "power": _("a power overflows the range of a 64-bit float"),
+    "power derivative": _("the derivative of a power overflows the range of a 64-bit float"),
+    "log derivative": _("the derivative of log overflows the range of a 64-bit float"),
+}
 
 
 def finite(x: float, what: str) -> float:
-    """`x`, unless it overflowed: Python's float arithmetic saturates to inf where `**` raises."""
+    """`x`, unless it overflowed: Python's float arithmetic saturates to inf where `**` raises.
+
+    `what` names the result in `_OVERFLOWS`."""
     if math.isinf(x):
-        raise DomainError("overflow", f"{what} overflows the range of a 64-bit float")
+        raise DomainError("overflow", _OVERFLOWS[what])
     return x
 
 
 def power(x: float, k: float) -> float:
     """`x ** k` as a real number, or a `DomainError` saying why it is not one."""
     if x == 0 and k < 0:
-        raise DomainError("division_by_zero", f"0 ** {format_number(k)} divides by zero")
+        raise DomainError(
+            "division_by_zero", _("0 ** {exponent} divides by zero", exponent=format_number(k))
+        )
     if x < 0 and not k.is_integer():
         raise DomainError(
             "complex_result",
-            f"a negative base ({format_number(x)}) to a non-integer power ({format_number(k)}) "
-            "is not a real number",
+            _(
+                "a negative base ({base}) to a non-integer power ({exponent}) is not a real number",
+                base=format_number(x),
+                exponent=format_number(k),
+            ),
         )
     try:
-        return finite(x**k, "a power")
+        return finite(x**k, "power")
     except OverflowError:
-        message = f"{format_number(x)} ** {format_number(k)} overflows"
+        message = _(
+            "{base} ** {exponent} overflows", base=format_number(x), exponent=format_number(k)
+        )
         raise DomainError("overflow", message) from None
 
 
@@ -41,60 +62,65 @@ _RELU_ON, _RELU_OFF = (1.0,), (0.0,)
 class Value:
     """A scalar that remembers how it was computed, so gradients can flow back through it."""
 
-    __slots__ = ("_children", "_local_grads", "_op", "data", "exponent", "grad")
+    __slots__ = ("children", "data", "exponent", "grad", "local_grads", "op")
 
     def __init__(
         self,
         data: float,
-        _children: tuple[Value, ...] = (),
-        _local_grads: tuple[float, ...] = (),
-        _op: str = "",
+        children: tuple[Value, ...] = (),
+        local_grads: tuple[float, ...] = (),
+        op: str = "",
+        exponent: float | None = None,
     ) -> None:
         self.data = float(data)  # the forward value
         self.grad = 0.0  # d(root)/d(self), filled by backward()
-        self._children = _children  # operands in order; `a * a` keeps both edges
-        self._local_grads = _local_grads  # d(self)/d(child) per edge, fixed going forward
-        self._op = _op  # the primitive that produced this node, "" for a leaf
-        self.exponent: float | None = None  # the constant exponent of a `**` node
+        self.children = children  # operands in order; `a * a` keeps both edges
+        self.local_grads = local_grads  # d(self)/d(child) per edge, fixed going forward
+        self.op = op  # the operation that produced this node, "" for a leaf
+        self.exponent = exponent  # the constant exponent of a `**` node, else None
 
     # -- primitives -------------------------------------------------------------------------
 
     def __add__(self, other: Value | float) -> Value:
         other = other if isinstance(other, Value) else Value(other)
-        out = finite(self.data + other.data, "a sum")
+        out = finite(self.data + other.data, "sum")
         return Value(out, (self, other), _SUM_GRADS, "+")
 
     def __mul__(self, other: Value | float) -> Value:
         other = other if isinstance(other, Value) else Value(other)
-        out = finite(self.data * other.data, "a product")
+        out = finite(self.data * other.data, "product")
         return Value(out, (self, other), (other.data, self.data), "*")
 
     def __pow__(self, exponent: float) -> Value:
         if isinstance(exponent, Value):
-            raise TypeError("only constant exponents are supported: the exponent gets no gradient")
+            raise TypeError(
+                _("only constant exponents are supported: the exponent gets no gradient")
+            )
         x, k = self.data, float(exponent)
         out = power(x, k)
         if x == 0 and 0 < k < 1:
-            message = f"the derivative of x ** {format_number(k)} is infinite at x = 0"
+            message = _(
+                "the derivative of x ** {exponent} is infinite at x = 0", exponent=format_number(k)
+            )
             raise DomainError("non_finite", message)
         # micrograd's `k * x ** (k - 1)`, except that k = 0 has derivative 0 even at x = 0
         local = k * power(x, k - 1) if k != 0 else 0.0
-        node = Value(out, (self,), (finite(local, "the derivative of a power"),), "**")
-        node.exponent = k
-        return node
+        return Value(out, (self,), (finite(local, "power derivative"),), "**", k)
 
     def exp(self) -> Value:
         try:
             out = math.exp(self.data)
         except OverflowError:
-            raise DomainError("overflow", f"exp({format_number(self.data)}) overflows") from None
+            message = _("exp({argument}) overflows", argument=format_number(self.data))
+            raise DomainError("overflow", message) from None
         return Value(out, (self,), (out,), "exp")
 
     def log(self) -> Value:
         x = self.data
         if x <= 0:
-            raise DomainError("log_domain", f"log of a non-positive number ({format_number(x)})")
-        return Value(math.log(x), (self,), (finite(1.0 / x, "the derivative of log"),), "log")
+            message = _("log of a non-positive number ({argument})", argument=format_number(x))
+            raise DomainError("log_domain", message)
+        return Value(math.log(x), (self,), (finite(1.0 / x, "log derivative"),), "log")
 
     def relu(self) -> Value:
         x = self.data
@@ -138,14 +164,14 @@ class Value:
         visited: set[Value] = {self}  # a Value hashes by identity
         # An explicit stack of (node, its children not yet visited) replaces micrograd's
         # recursion, so a chain of any depth works; children left to right keep micrograd's order.
-        stack: list[tuple[Value, Iterator[Value]]] = [(self, iter(self._children))]
+        stack: list[tuple[Value, Iterator[Value]]] = [(self, iter(self.children))]
         while stack:
             node, children = stack[-1]
             for child in children:
                 if child not in visited:
                     visited.add(child)
-                    if child._children:
-                        stack.append((child, iter(child._children)))
+                    if child.children:
+                        stack.append((child, iter(child.children)))
                         break
                     order.append(child)  # a leaf: pushing and popping it would do just this
             else:
@@ -164,7 +190,7 @@ class Value:
         # 3. chain rule, parents first: each edge adds local derivative x parent's gradient
         for node in reversed(order):
             grad = node.grad
-            for child, local in zip(node._children, node._local_grads, strict=True):
+            for child, local in zip(node.children, node.local_grads, strict=True):
                 child.grad += local * grad
         return order
 

@@ -23,7 +23,29 @@ class AutogradError(Exception):
         return {"kind": self.kind, "message": self.message}
 
 
-class ExpressionError(AutogradError):
+def _line_column(text: str, position: int) -> tuple[int, int]:
+    """The 1-based line and column of a character position in `text`."""
+    return text.count("\n", 0, position) + 1, position - (text.rfind("\n", 0, position) + 1) + 1
+
+
+class Located:
+    """A refusal with a place in the text: its span, and the line and column where it starts."""
+
+    span: Span | None
+    line: int | None = None
+    column: int | None = None
+
+    def at(self, text: str) -> Any:
+        """This error with the line and column of its span in `text` filled in."""
+        if self.span is not None:
+            self.line, self.column = _line_column(text, self.span[0])
+        return self
+
+    def position(self) -> dict[str, Any]:
+        return {"line": self.line, "column": self.column}
+
+
+class ExpressionError(Located, AutogradError):
     """The text is not an expression of our language; `span` is the `[start, end)` at fault."""
 
     def __init__(self, kind: str, message: str, span: Span) -> None:
@@ -31,7 +53,7 @@ class ExpressionError(AutogradError):
         self.span = span
 
     def as_dict(self) -> dict[str, Any]:
-        return {**super().as_dict(), "span": list(self.span)}
+        return {**super().as_dict(), "span": list(self.span), **self.position()}
 
 
 class LimitExceeded(ExpressionError):
@@ -57,7 +79,7 @@ class BindingError(AutogradError):
         return {**super().as_dict(), "variables": list(self.variables)}
 
 
-class DomainError(AutogradError, ArithmeticError):
+class DomainError(Located, AutogradError, ArithmeticError):
     """A value or gradient that is not a finite real number.
 
     The engine raises it without knowing where in the text it is; the evaluator then fills in the
@@ -76,7 +98,7 @@ class DomainError(AutogradError, ArithmeticError):
 
     def as_dict(self) -> dict[str, Any]:
         located = {"node": self.node, "span": list(self.span) if self.span else None}
-        return {**super().as_dict(), **located}
+        return {**super().as_dict(), **located, **self.position()}
 
 
 class BudgetExceeded(AutogradError):
@@ -105,6 +127,8 @@ EXPRESSION_KINDS = (
     "implicit_multiplication",
     "invalid_character",
     "unsupported_syntax",
+    "function_name",
+    "used_before_assignment",
 )
 LIMIT_KINDS = (
     "expression_too_long",
@@ -112,6 +136,13 @@ LIMIT_KINDS = (
     "too_many_nodes",
     "identifier_too_long",
     "constant_too_large",
+    "too_many_statements",
 )
-BINDING_KINDS = ("unbound_variables", "unknown_variables", "invalid_binding", "too_many_bindings")
+BINDING_KINDS = (
+    "unbound_variables",
+    "unknown_variables",
+    "invalid_binding",
+    "too_many_bindings",
+    "unknown_output",
+)
 DOMAIN_KINDS = ("log_domain", "division_by_zero", "complex_result", "overflow", "non_finite")

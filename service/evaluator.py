@@ -1,51 +1,88 @@
-"""Evaluate an expression with bindings into the JSON-ready document: graph, forward, backward.
+"""Evaluate a program with bindings into the JSON-ready document: graph, forward, backward.
 
-An expression is compiled once per granularity and kept in a bounded LRU cache: the syntax tree and
-the shape of its graph (ids, labels, spans, edges) do not depend on the bindings. Each evaluation
-then only builds the `Value` graph, runs backward and writes the numbers into that shape.
+A program is compiled once per granularity and output, and kept in a bounded LRU cache: the syntax
+tree and the shape of its graph (ids, labels, spans, edges) do not depend on the bindings. Each
+evaluation then only builds the `Value` graph, runs backward and writes the numbers into that shape.
+Every stage is linear in the size of the program.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
+import re
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from service.engine import Value, format_number
 from service.errors import BindingError, DomainError
+from service.i18n import _
 from service.limits import DEFAULT_LIMITS, Limits
-from service.operations import BY_NAME
-from service.parser import Node, ParsedExpression, apply_operation, parse
+from service.operations import BY_NAME, apply, shape
+from service.parser import Lines, Node, ParsedExpression, parse
 
 GRANULARITIES = ("operator", "primitive")
 DEFAULT_GRANULARITY = "operator"
 
-# Expansion of each derived operation by which operands are constants, as micrograd builds it:
-# `a - 2` becomes `a + -2` (Python negates the number), `2 / a` becomes `(a ** -1) * 2`.
-_EXPANSIONS = {
-    ("neg", "v"): "{0} * -1",
-    ("-", "vv"): "{0} + ({1} * -1)",
-    ("-", "vc"): "{0} + {neg1}",
-    ("-", "cv"): "({1} * -1) + {0}",
-    ("/", "vv"): "{0} * {1} ** -1",
-    ("/", "vc"): "{0} * {inv1}",
-    ("/", "cv"): "({1} ** -1) * {0}",
-}
+_APPLIERS = {name: operation.apply for name, operation in BY_NAME.items()}
 _OPERAND_TEXT = 40  # longer operands are shortened in an expansion, so it stays readable
+Apply = Callable[..., Value | float]
+
+
+def run(
+    parsed: ParsedExpression,
+    env: Mapping[str, Value],
+    locate: Callable[[Node], int | None] | None = None,
+    *,
+    operation: Apply = apply,
+    constant: Callable[[float], Value | float] = float,
+) -> dict[Node, Any]:
+    """Run the tree as Python would run the program, with `env` giving each input's `Value`.
+
+    Python's own operator dispatch (`2 - a` calls `a.__rsub__(2)`) builds exactly micrograd's
+    graph, and a shared tree node is run once, so its `Value` is shared as in Python. Returns
+    every tree node's result: a `Value`, or a float for a folded constant. `operation(op, k,
+    *operands)` and `constant(value)` replace how an operation and a constant are made, for
+    another view of the same tree. A `DomainError` carries the failing operation's span, and
+    its graph node from `locate`.
+    """
+    results: dict[Node, Any] = {}
+    # The table's own functions, looked up once per node rather than through `apply`.
+    appliers = _APPLIERS if operation is apply else None
+    for node in parsed.postorder():
+        if node.kind == "variable":
+            results[node] = env[node.name]
+        elif node.kind == "constant":
+            results[node] = constant(node.value)
+        else:
+            try:
+                operands = [results[a] for a in node.args]
+                if appliers is not None:
+                    results[node] = appliers[node.op](node.exponent, *operands)
+                else:
+                    results[node] = operation(node.op, node.exponent, *operands)
+            except DomainError as error:
+                divisor = node.args[-1]
+                if error.kind == "division_by_zero" and node.op == "/" and not divisor.is_constant:
+                    written = _Source.of(parsed).operand(node, divisor, bare=True)
+                    message = _("division by zero: {divisor} is 0", divisor=written)
+                    error = DomainError(error.kind, message)
+                raise error.located(locate(node) if locate else None, node.span) from None
+    return results
 
 
 class Compiled:
-    """An expression compiled for one granularity: its tree and the shape of its graph."""
+    """A program compiled for one granularity: its tree and the shape of its graph."""
 
     def __init__(self, parsed: ParsedExpression, granularity: str) -> None:
         self.parsed = parsed
         self.granularity = granularity
         self.node_of: dict[Node, int] = {}
-        # Run once with every variable NaN: NaN flows through every operation without raising,
+        # Run once with every input NaN: NaN flows through every operation without raising,
         # so this traces the graph's shape without depending on any binding.
-        nan = {name: Value(math.nan) for name in parsed.variables}
+        nan = {name: Value(math.nan) for name in parsed.inputs}
         root, results = self.build(nan)
         order = root.topological_order()
         sources = (
@@ -54,11 +91,25 @@ class Compiled:
             else _operator_sources(parsed, results)
         )
         position = {id(node): i for i, node in enumerate(order)}
+        names = {
+            id(result): source.assigned
+            for source, result in results.items()
+            if source.assigned is not None and isinstance(result, Value)
+        }
+        source_text = _Source.of(parsed)
         # Each node's document with its numbers left blank: evaluating copies it and fills them in.
         # A leaf the engine made for a number inside an operation is traced to the whole
-        # expression only if nothing closer claimed it.
+        # program's output only if nothing closer claimed it.
         self.templates = tuple(
-            self.template(i, node, sources.get(id(node), parsed.root), position, nan)
+            _template(
+                i,
+                node,
+                sources.get(id(node), parsed.root),
+                [position[id(child)] for child in node.children],
+                nan,
+                names.get(id(node)),
+                source_text,
+            )
             for i, node in enumerate(order)
         )
         self.children = tuple(tuple(template["children"]) for template in self.templates)
@@ -70,48 +121,57 @@ class Compiled:
             if isinstance(result, Value)
         }
 
-    def build(self, env: dict[str, Value]) -> tuple[Value, dict[Node, Value | float]]:
-        """The graph's root for these variable values, and every tree node's result.
+    def build(self, env: Mapping[str, Value]) -> tuple[Value, dict[Node, Value | float]]:
+        """The graph's root for these input values, and every tree node's result.
 
         A `DomainError` names the graph node of the operation that failed.
         """
         if self.granularity == "primitive":
-            results = self.parsed.evaluate(env, self.node_of.get)
+            results = run(self.parsed, env, self.node_of.get)
             return _as_value(results[self.parsed.root]), results
         # The operator view: every constant is a leaf where it is written, so a primitive
         # operator is the engine's own node with its operands in the order written.
-        results = self.parsed.evaluate(env, self.node_of.get, apply=_operator_node, constant=Value)
+        results = run(self.parsed, env, self.node_of.get, operation=_operator_node, constant=Value)
         return results[self.parsed.root], results
 
-    def template(
-        self, index: int, node: Value, source: Node, position: dict[int, int], env: dict
-    ) -> dict[str, Any]:
-        """What a graph node is, whatever the bindings: its document with the numbers blank."""
-        op, exponent, expansion = node._op or None, node.exponent, None
-        if op is None:
-            variable = source.kind == "variable" and env.get(source.name) is node
-            kind, label = (
-                ("variable", source.name) if variable else ("constant", format_number(node.data))
-            )
-        else:
-            kind = "operation"
-            label = f"**{format_number(exponent)}" if op == "**" else ("-" if op == "neg" else op)
-            if not BY_NAME[op].primitive:
-                expansion = _expansion(self.parsed.text, source)
-        return {
-            "id": index,
-            "kind": kind,
-            "op": op,
-            "label": label,
-            "value": None,
-            "grad": None,
-            "children": [position[id(child)] for child in node._children],
-            "local_grads": None,
-            "exponent": exponent,
-            "derived": expansion is not None,
-            "expansion": expansion,
-            "span": list(source.span),
-        }
+
+def _template(
+    index: int,
+    node: Value,
+    source: Node,
+    children: list[int],
+    env: Mapping[str, Value],
+    name: str | None,
+    text: _Source,
+) -> dict[str, Any]:
+    """What a graph node is, whatever the bindings: its document with the numbers blank."""
+    op, exponent, expansion = node.op or None, node.exponent, None
+    if op is None:
+        variable = source.kind == "variable" and env.get(source.name) is node
+        kind, label = (
+            ("variable", source.name) if variable else ("constant", format_number(node.data))
+        )
+    else:
+        kind = "operation"
+        operation = BY_NAME[op]
+        label = operation.label(exponent)
+        if not operation.primitive:
+            expansion = text.expansion(source)
+    return {
+        "id": index,
+        "kind": kind,
+        "op": op,
+        "label": label,
+        "name": name,
+        "value": None,
+        "grad": None,
+        "children": children,
+        "local_grads": None,
+        "exponent": exponent,
+        "derived": expansion is not None,
+        "expansion": expansion,
+        "span": list(source.span),
+    }
 
 
 def _as_value(result: Value | float) -> Value:
@@ -132,8 +192,8 @@ def _primitive_sources(parsed: ParsedExpression, results: dict[Node, Value | flo
             if id(node) in sources:
                 continue
             # A constant leaf points at the number written, when it is that number.
-            sources[id(node)] = constants.get(node.data, source) if not node._children else source
-            stack.extend(node._children)
+            sources[id(node)] = constants.get(node.data, source) if not node.children else source
+            stack.extend(node.children)
     return sources
 
 
@@ -149,58 +209,96 @@ def _operator_sources(parsed: ParsedExpression, results: dict[Node, Value]) -> d
 def _operator_node(op: str, exponent: float | None, *operands: Value) -> Value:
     """One operator as written: a primitive is the engine's node; a derived operator is one node
     valued by micrograd's primitives underneath, with its composite local derivatives."""
-    result = apply_operation(op, exponent, *operands)
-    assert isinstance(result, Value)
     operation = BY_NAME[op]
-    if operation.local_grads is None:
+    result = operation.apply(exponent, *operands)
+    if operation.primitive:
         return result
-    local_grads = operation.local_grads(*(operand.data for operand in operands))
-    return Value(result.data, operands, local_grads, op)
+    values = [operand.data for operand in operands]
+    return Value(result.data, operands, operation.local_grads(exponent, result.data, *values), op)
 
 
-def _expansion(text: str, source: Node) -> str:
-    shape = "".join("c" if arg.is_constant else "v" for arg in source.args)
-    operands = [_operand_text(text, arg) for arg in source.args]
-    constants = {}
-    if shape == "vc":
-        c = source.args[1].value
-        constants = {"neg1": format_number(-c), "inv1": format_number(c**-1) if c else "inf"}
-    return _EXPANSIONS[source.op, shape].format(*operands, **constants)
+# Whitespace and comments, which an expansion shows as one space.
+_GAPS = re.compile(r"(?:[ \t\r\n]|#[^\n]*)+")
 
 
-def _operand_text(text: str, arg: Node) -> str:
-    if arg.kind == "constant":
-        return format_number(arg.value)
-    written = " ".join(text[arg.span[0] : arg.span[1]].split())
-    if len(written) > _OPERAND_TEXT:
-        half = _OPERAND_TEXT // 2
-        written = f"{written[:half]}…{written[-half:]}"
-    atomic = arg.kind == "variable" or (written.startswith("(") and written.endswith(")"))
-    return written if atomic else f"({written})"
+class _Source:
+    """The program text with each gap of space and comments collapsed to one space, and where
+    each position of the text lands in it: an operand's text in time independent of its length."""
+
+    def __init__(self, text: str) -> None:
+        self.collapsed = _GAPS.sub(" ", text)
+        self.gap_ends: list[int] = []
+        self.removed: list[int] = []  # characters removed up to and including each gap
+        removed = 0
+        for gap in _GAPS.finditer(text):
+            removed += gap.end() - gap.start() - 1
+            self.gap_ends.append(gap.end())
+            self.removed.append(removed)
+
+    @staticmethod
+    def of(parsed: ParsedExpression) -> _Source:
+        source = parsed.__dict__.get("_source")
+        if source is None:
+            source = parsed.__dict__["_source"] = _Source(parsed.text)
+        return source
+
+    def where(self, position: int) -> int:
+        gaps = bisect.bisect_right(self.gap_ends, position)
+        return position - (self.removed[gaps - 1] if gaps else 0)
+
+    def operand(self, user: Node, arg: Node, *, bare: bool = False) -> str:
+        """How `arg` is written where `user` uses it, shortened, parenthesised unless `bare`."""
+        if arg.kind == "constant":
+            return format_number(arg.value)
+        if arg.kind == "variable":
+            return arg.name
+        if arg.assigned and not (user.span[0] <= arg.span[0] and arg.span[1] <= user.span[1]):
+            return arg.assigned  # a named value from an earlier statement
+        start, end = self.where(arg.span[0]), self.where(arg.span[1])
+        text = self.collapsed
+        if end - start > _OPERAND_TEXT:
+            half = _OPERAND_TEXT // 2
+            written = f"{text[start : start + half]}…{text[end - half : end]}"
+        else:
+            written = text[start:end]
+        atomic = bare or (text[start] == "(" and text[end - 1] == ")")
+        return written if atomic else f"({written})"
+
+    def expansion(self, source: Node) -> str:
+        """How micrograd builds this derived operation, with its operands as written."""
+        form = shape(tuple(arg.is_constant for arg in source.args))
+        operands = [self.operand(source, arg) for arg in source.args]
+        constants = {}
+        if form == "vc":
+            c = source.args[1].value
+            constants = {"neg1": format_number(-c), "inv1": format_number(c**-1) if c else "inf"}
+        return BY_NAME[source.op].expansions[form].format(*operands, **constants)
 
 
 class Evaluator:
-    """Parses, compiles and evaluates expressions under one set of limits, with a bounded cache."""
+    """Parses, compiles and evaluates programs under one set of limits, with a bounded cache."""
 
     def __init__(
         self, limits: Limits = DEFAULT_LIMITS, cache_size: int = 256, cache_nodes: int = 60_000
     ) -> None:
         self.limits = limits
-        # A compiled expression holds about a kilobyte per graph node, so the cache is bounded by
-        # entries and by their nodes together: a few pasted 20,000-node expressions must not pin
+        # A compiled program holds about a kilobyte per graph node, so the cache is bounded by
+        # entries and by their nodes together: a few pasted 20,000-node programs must not pin
         # hundreds of megabytes in every worker.
         self.cache_size = cache_size
         self.cache_nodes = cache_nodes
-        self._cache: OrderedDict[tuple[str, str], Compiled] = OrderedDict()
+        self._cache: OrderedDict[tuple[str, str, str | None], Compiled] = OrderedDict()
         self._cached_nodes = 0
         self._lock = threading.Lock()
         self.hits = self.misses = 0
 
-    def compile(self, expression: str, granularity: str = DEFAULT_GRANULARITY) -> Compiled:
-        """The compiled expression, from the LRU cache when it was seen recently."""
+    def compile(
+        self, expression: str, granularity: str = DEFAULT_GRANULARITY, output: str | None = None
+    ) -> Compiled:
+        """The compiled program, from the LRU cache when it was seen recently."""
         if granularity not in GRANULARITIES:
             raise ValueError(f"granularity must be one of {GRANULARITIES}, not {granularity!r}")
-        key = (expression, granularity)
+        key = (expression, granularity, output)
         with self._lock:
             compiled = self._cache.get(key)
             if compiled is not None:
@@ -208,7 +306,10 @@ class Evaluator:
                 self.hits += 1
                 return compiled
             self.misses += 1
-        compiled = Compiled(parse(expression, self.limits), granularity)
+        try:
+            compiled = Compiled(parse(expression, self.limits, output), granularity)
+        except DomainError as error:  # a constant divisor of 0, whatever the bindings
+            raise error.at(expression) from None
         size = len(compiled.templates)
         if self.cache_size > 0 and size <= self.cache_nodes:
             with self._lock:
@@ -231,69 +332,134 @@ class Evaluator:
                 "misses": self.misses,
             }
 
-    def structure(self, expression: str, granularity: str = DEFAULT_GRANULARITY) -> dict[str, Any]:
-        """The graph without numbers, and the variables to bind: for laying out the graph."""
-        compiled = self.compile(expression, granularity)
+    def structure(
+        self, expression: str, granularity: str = DEFAULT_GRANULARITY, output: str | None = None
+    ) -> dict[str, Any]:
+        """The graph without numbers, and the inputs to bind: for laying out the graph."""
+        compiled = self.compile(expression, granularity, output)
+        parsed = compiled.parsed
         nodes = [_shape_document(template) for template in compiled.templates]
         return {
             "expression": expression,
             "granularity": granularity,
-            "variables": list(compiled.parsed.variables),
+            "variables": list(parsed.variables),
+            "inputs": [
+                {"name": name, "default": parsed.defaults.get(name)} for name in parsed.inputs
+            ],
+            "output": parsed.output,
             "graph": {"root": compiled.root, "nodes": nodes},
             "forward": list(range(len(nodes))),
+            "warnings": _warnings(parsed),
         }
 
     def evaluate(
         self,
         expression: str,
-        bindings: Mapping[str, float],
+        bindings: Mapping[str, float] | None = None,
         granularity: str = DEFAULT_GRANULARITY,
+        output: str | None = None,
     ) -> dict[str, Any]:
         """Value, gradients, graph, forward order and backward schedule for these bindings."""
-        compiled = self.compile(expression, granularity)
-        env = self.bind(compiled.parsed, bindings)
-        root, _ = compiled.build(env)
-        order = root.backward()
-        return _document(expression, compiled, order, env)
+        compiled = self.compile(expression, granularity, output)
+        env = self.bind(compiled.parsed, bindings or {})
+        try:
+            root, _ = compiled.build(env)
+            order = root.backward()
+            return _document(expression, compiled, order, env)
+        except DomainError as error:
+            raise error.at(expression) from None
 
     def bind(self, parsed: ParsedExpression, bindings: Mapping[str, float]) -> dict[str, Value]:
-        """A `Value` for every variable, or a `BindingError` naming what is wrong."""
+        """A `Value` for every input: its binding, else its declared default; or a
+        `BindingError` naming what is wrong."""
         if len(bindings) > self.limits.max_bindings:
             raise BindingError(
                 "too_many_bindings",
-                f"{len(bindings)} bindings; at most {self.limits.max_bindings} are accepted",
+                _(
+                    "{count} bindings; at most {maximum} are accepted",
+                    count=len(bindings),
+                    maximum=self.limits.max_bindings,
+                ),
                 [],
             )
-        missing = [name for name in parsed.variables if name not in bindings]
-        known = parsed.variable_set
-        unknown = sorted(name for name in bindings if name not in known)
+        defaults = parsed.defaults
+        missing = [n for n in parsed.variables if n not in bindings and n not in defaults]
+        known = parsed.reads
+        unknown = sorted(n for n in bindings if n not in known and n not in defaults)
         if missing:
-            also = (
-                f" (the bindings name {', '.join(unknown)}, which the expression does not use)"
-                if unknown
-                else ""
-            )
-            raise BindingError(
-                "unbound_variables", f"no value given for {', '.join(missing)}{also}", missing
-            )
+            raise _unbound(missing, unknown)
         if unknown:
-            raise BindingError(
-                "unknown_variables",
-                f"{', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} not in the "
-                "expression; remove the binding or check the spelling",
-                unknown,
-            )
+            raise _unknown(unknown)
         env = {}
-        for name in parsed.variables:
-            value = bindings[name]
+        # The inputs, and any other name the program reads (in a statement the output does not
+        # depend on), so every binding is checked.
+        others = [n for n in bindings if n not in defaults and n not in parsed.variable_set]
+        for name in (*parsed.inputs, *others):
+            value = bindings[name] if name in bindings else defaults[name]
             if not _is_finite_number(value):
                 raise BindingError(
                     "invalid_binding",
-                    f"{name} must be bound to a finite number, not {_describe(value)}",
+                    _(
+                        "{name} must be bound to a finite number, not {value}",
+                        name=name,
+                        value=_describe(value),
+                    ),
                     [name],
                 )
             env[name] = Value(value)
         return env
+
+
+def _unbound(missing: list[str], unknown: list[str]) -> BindingError:
+    if unknown:
+        message = _(
+            "no value given for {missing} (the bindings name {unknown}, which the expression "
+            "does not use)",
+            missing=", ".join(missing),
+            unknown=", ".join(unknown),
+        )
+    else:
+        message = _("no value given for {missing}", missing=", ".join(missing))
+    return BindingError("unbound_variables", message, missing)
+
+
+def _unknown(unknown: list[str]) -> BindingError:
+    if len(unknown) == 1:
+        message = _(
+            "{name} is not in the expression; remove the binding or check the spelling",
+            name=unknown[0],
+        )
+    else:
+        message = _(
+            "{names} are not in the expression; remove the bindings or check the spelling",
+            names=", ".join(unknown),
+        )
+    return BindingError("unknown_variables", message, unknown)
+
+
+def _warnings(parsed: ParsedExpression) -> list[dict[str, Any]]:
+    """A warning for each assignment the output does not depend on."""
+    warnings: list[dict[str, Any]] = []
+    if not parsed.unused:
+        return warnings
+    lines = Lines(parsed.text)
+    for name, span in parsed.unused:
+        line, column = lines(span[0])
+        warnings.append(
+            {
+                "kind": "unused",
+                "name": name,
+                "message": _(
+                    "{name} is assigned on line {line}, but the output does not depend on it",
+                    name=name,
+                    line=line,
+                ),
+                "span": list(span),
+                "line": line,
+                "column": column,
+            }
+        )
+    return warnings
 
 
 _NUMBERS = ("value", "grad", "local_grads")
@@ -303,10 +469,8 @@ def _shape_document(template: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in template.items() if key not in _NUMBERS}
 
 
-def _document(
-    expression: str, compiled: Compiled, order: list[Value], env: dict[str, Value]
-) -> dict[str, Any]:
-    templates = compiled.templates
+def _node_documents(templates: tuple[dict[str, Any], ...], order: list[Value]) -> list[dict]:
+    """Each node's template with its numbers filled in."""
     if len(order) != len(templates):  # pragma: no cover - the shape is binding-independent
         raise AssertionError("the graph changed shape between compilation and evaluation")
     # Copying a node's template and filling in three numbers is the cheapest way to a fresh
@@ -316,16 +480,22 @@ def _document(
         document = template.copy()
         document["value"] = node.data
         document["grad"] = node.grad
-        document["local_grads"] = list(node._local_grads)
+        document["local_grads"] = list(node.local_grads)
         nodes.append(document)
-    # The backward schedule narrates the engine's pass: same order, same sums, step by step.
+    return nodes
+
+
+def _schedule(
+    children: tuple[tuple[int, ...], ...], order: list[Value]
+) -> tuple[list[dict[str, Any]], list[float]]:
+    """The backward pass narrated: same order, same sums, step by step; and the final sums."""
     running = [0.0] * len(order)
     backward = []
     for i in range(len(order) - 1, -1, -1):
         node = order[i]
         grad = node.grad
         sends = []
-        for child, local in zip(compiled.children[i], node._local_grads, strict=True):
+        for child, local in zip(children[i], node.local_grads, strict=True):
             contribution = local * grad
             after = running[child] = running[child] + contribution
             sends.append(
@@ -337,19 +507,29 @@ def _document(
                 }
             )
         backward.append({"node": i, "grad": grad, "sends": sends})
+    return backward, running
+
+
+def _document(
+    expression: str, compiled: Compiled, order: list[Value], env: dict[str, Value]
+) -> dict[str, Any]:
+    nodes = _node_documents(compiled.templates, order)
+    backward, running = _schedule(compiled.children, order)
     # Every local derivative and gradient passes through a send into some running sum, so a
     # non-finite one (an overflow on the way back) leaves a sum non-finite: one check finds it.
     if not all(map(math.isfinite, running)):
         raise _non_finite(nodes)
-    root = order[compiled.root]
+    parsed = compiled.parsed
     return {
         "expression": expression,
         "granularity": compiled.granularity,
-        "value": root.data,
-        "gradients": {name: env[name].grad for name in compiled.parsed.variables},
+        "value": order[compiled.root].data,
+        "gradients": {name: env[name].grad for name in parsed.inputs},
+        "output": parsed.output,
         "graph": {"root": compiled.root, "nodes": nodes},
         "forward": list(range(len(order))),
         "backward": backward,
+        "warnings": _warnings(parsed),
     }
 
 
@@ -361,7 +541,10 @@ def _non_finite(nodes: list[dict[str, Any]]) -> DomainError:
         if not all(math.isfinite(x) for x in numbers):
             return DomainError(
                 "non_finite",
-                f"the gradient at '{node['label']}' is not a finite number (it overflows)",
+                _(
+                    "the gradient at '{label}' is not a finite number (it overflows)",
+                    label=node["label"],
+                ),
                 node["id"],
                 tuple(node["span"]),
             )
@@ -369,7 +552,7 @@ def _non_finite(nodes: list[dict[str, Any]]) -> DomainError:
     node = max(nodes, key=lambda n: abs(n["grad"]))
     return DomainError(
         "non_finite",
-        "a gradient overflows the range of a 64-bit float",
+        _("a gradient overflows the range of a 64-bit float"),
         node["id"],
         tuple(node["span"]),
     )
@@ -379,10 +562,13 @@ _default = Evaluator()
 
 
 def evaluate(
-    expression: str, bindings: Mapping[str, float], granularity: str = DEFAULT_GRANULARITY
+    expression: str,
+    bindings: Mapping[str, float] | None = None,
+    granularity: str = DEFAULT_GRANULARITY,
+    output: str | None = None,
 ) -> dict[str, Any]:
     """Evaluate with the default limits and a shared cache: see `Evaluator.evaluate`."""
-    return _default.evaluate(expression, bindings, granularity)
+    return _default.evaluate(expression, bindings, granularity, output)
 
 
 def _is_finite_number(value: object) -> bool:
@@ -397,6 +583,6 @@ def _is_finite_number(value: object) -> bool:
 
 def _describe(value: object) -> str:
     if isinstance(value, int) and not isinstance(value, bool) and not _is_finite_number(value):
-        return "an integer beyond the range of a 64-bit float"
+        return _("an integer beyond the range of a 64-bit float")
     shown = repr(value)
     return shown if len(shown) <= 40 else f"{shown[:37]}..."

@@ -35,7 +35,8 @@ _ATTEMPTS = 500  # templates and bindings drawn before falling back to the lesso
 # Each level's expression shapes: {x}, {y}, {z}, {w} are variables, {p}, {q}, {r} operators.
 # Level 1 is the lesson's (a + b) * c and its cousins; level 2 shares nodes (a variable used
 # twice, the += of the backward pass) and puts relu in; level 3 brings the derived operations
-# (- and /), powers and relu dead zones.
+# (- and /), powers and relu dead zones. A few shapes are small programs whose named node is used
+# twice, as the lessons write them.
 _SHAPES: dict[int, tuple[str, ...]] = {
     1: (
         "({x} {p} {y}) {q} {z}",
@@ -52,6 +53,7 @@ _SHAPES: dict[int, tuple[str, ...]] = {
         "relu({x} {p} {y}) * {z}",
         "relu({x} * {y}) {p} {z}",
         "{x} ** 2 {p} {x} * {y}",
+        "s = {x} {p} {y}\nout = s * {z} + s",  # a small program: a named node used twice
     ),
     3: (
         "relu({x} - {y}) * {z} {p} {x}",
@@ -64,6 +66,8 @@ _SHAPES: dict[int, tuple[str, ...]] = {
         "({x} {p} {y}) / {z} - {y} * {z}",
         "{x} * {y} - {z} / {x}",
         "-{x} * ({y} - {z}) ** 2",
+        "h = {x} {p} {y}\nout = h * h - {z} / h",
+        "h = {x} * {y} - {z}\nout = relu(h) + {x} * h",
     ),
 }
 _OPERATORS = {1: ("+", "*"), 2: ("+", "*", "-"), 3: ("+", "*", "-")}
@@ -226,7 +230,7 @@ def exercise(
         questions = [
             (
                 "nodes",
-                str(node["id"]),
+                node["name"] or str(node["id"]),  # a program's named node by its name
                 _(
                     "What gradient reaches node {id} ({text})?",
                     id=node["id"],

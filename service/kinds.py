@@ -26,17 +26,21 @@ KINDS: dict[str, tuple[int, Message]] = {
     "implicit-multiplication": (422, _("Implicit multiplication")),
     "invalid-character": (422, _("Invalid character")),
     "unsupported-syntax": (422, _("Unsupported syntax")),
+    "function-name": (422, _("Function name used as a variable")),
+    "used-before-assignment": (422, _("Name used before assignment")),
     # Well formed, but larger than the configured limits (core: LIMIT_KINDS).
     "expression-too-long": (422, _("Expression too long")),
     "nesting-too-deep": (422, _("Expression nested too deeply")),
     "too-many-nodes": (422, _("Too many graph nodes")),
     "identifier-too-long": (422, _("Identifier too long")),
     "constant-too-large": (422, _("Constant too large")),
+    "too-many-statements": (422, _("Too many statements")),
     # The bindings do not fit the expression (core: BINDING_KINDS).
     "unbound-variables": (422, _("Unbound variables")),
     "unknown-variables": (422, _("Unknown variables")),
     "invalid-binding": (422, _("Invalid binding")),
     "too-many-bindings": (422, _("Too many bindings")),
+    "unknown-output": (422, _("Unknown output")),
     # A value or gradient is not a finite real number (core: DOMAIN_KINDS).
     "log-domain": (422, _("Logarithm of a non-positive number")),
     "division-by-zero": (422, _("Division by zero")),
@@ -106,6 +110,9 @@ def core_problem(error: AutogradError) -> dict[str, Any]:
     span = error.span if isinstance(error, ExpressionError | DomainError) else None
     if span is not None:
         extensions["position"] = {"start": span[0], "end": span[1]}
+        line, column = getattr(error, "line", None), getattr(error, "column", None)
+        if line is not None:
+            extensions["position"].update(line=line, column=column)
     if isinstance(error, LimitExceeded):
         extensions.update(limit=error.limit, maximum=error.maximum)
     if isinstance(error, BindingError):

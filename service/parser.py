@@ -1,25 +1,37 @@
-"""Our own grammar for untrusted expression text: tokens, an operator-precedence parser, folding.
+"""Our own grammar for untrusted program text: tokens, statements, an operator-precedence parser.
+
+A program is statements separated by newlines or `;`: assignments (`name = expr`, `name += expr`,
+`a, b = x, y`), input declarations (`name = Value(2.0)`), `name.backward()`, and bare expressions.
+A plain expression is a one-statement program. Names are shared: a later use of an assigned name
+is the same tree node, so the tree is a DAG, exactly as Python's objects are.
 
 Nothing here evaluates user text as code. The parser is iterative (an explicit operator stack, as in
 Dijkstra's shunting-yard), so no input can exhaust Python's recursion limit, and every bound in
-`Limits` is checked while reading, before any graph is built.
+`Limits` is checked while reading, before any graph is built. The work is linear in the text.
 """
 
 from __future__ import annotations
 
+import bisect
 import keyword
 import math
 import re
 import unicodedata
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections import deque
+from collections.abc import Iterator
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from service.engine import Value, finite, format_number, power
 from service.errors import DomainError, ExpressionError, LimitExceeded, Span
+from service.i18n import Message, _
 from service.limits import DEFAULT_LIMITS, Limits
-from service.operations import FUNCTIONS
+from service.operations import (
+    BY_NAME,
+    FUNCTIONS,
+    INFIX,
+    PREFIX,
+    PREFIX_PRECEDENCE,
+)
 
 if TYPE_CHECKING:
     import sympy
@@ -30,7 +42,7 @@ if TYPE_CHECKING:
 class Node:
     """One node of the syntax tree: a variable, a constant, or an operation on `args`."""
 
-    __slots__ = ("args", "exponent", "kind", "name", "op", "span", "value")
+    __slots__ = ("args", "assigned", "exponent", "kind", "name", "op", "span", "value")
 
     def __init__(
         self,
@@ -47,9 +59,10 @@ class Node:
         self.span = span  # [start, end) in the source text
         self.op = op  # for operations: a name in service.operations.BY_NAME
         self.args = args  # operands in the order written (the exponent of `**` is not one)
-        self.name = name  # for variables
+        self.name = name  # for variables: the input's name
         self.value = value  # for constants: the folded value
         self.exponent = exponent  # for `**`: the constant exponent
+        self.assigned: str | None = None  # the name the assignment that produced it gave it
 
     @property
     def is_constant(self) -> bool:
@@ -63,174 +76,160 @@ class Node:
         return f"{self.op}{list(self.args)}"
 
 
-class ParsedExpression:
-    """A parsed expression: its syntax tree, its variables, and the sympy form on demand."""
+def postorder(root: Node) -> list[Node]:
+    """Every node below `root` once, operands before the operation that uses them, left to right."""
+    order: list[Node] = []
+    seen: set[int] = set()
+    stack: list[tuple[Node, bool]] = [(root, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded or not node.args:
+            if id(node) not in seen:
+                seen.add(id(node))
+                order.append(node)
+        elif id(node) not in seen:
+            stack.append((node, True))
+            stack.extend((arg, False) for arg in reversed(node.args))
+    return order
 
-    def __init__(self, text: str, root: Node, variables: tuple[str, ...], node_count: int) -> None:
+
+class ParsedExpression:
+    """A parsed program: the output's syntax tree (a DAG), its inputs, the sympy form on demand."""
+
+    def __init__(
+        self,
+        text: str,
+        root: Node,
+        variables: tuple[str, ...],
+        node_count: int,
+        *,
+        defaults: dict[str, float] | None = None,
+        output: str | None = None,
+        unused: tuple[tuple[str, Span], ...] = (),
+        statements: int = 1,
+        reads: tuple[str, ...] = (),
+    ) -> None:
         self.text = text
-        self.root = root
-        self.variables = variables  # in order of first appearance
+        self.root = root  # the output's node
+        self.variables = variables  # the inputs the output depends on, in order of first use
         self.node_count = node_count  # nodes in the primitive graph micrograd would build
+        self.defaults = defaults or {}  # declared inputs (`x = Value(2.0)`) and their values
+        self.output = output  # the output's name, when it has one
+        self.unused = unused  # (name, statement span) of assignments the output does not use
+        self.statements = statements
+        # Every name the program reads without assigning it, used by the output or not: a
+        # binding may give any of them.
+        self.reads = frozenset(reads) | frozenset(variables)
 
     def postorder(self) -> list[Node]:
-        """Every tree node, operands before the operation that uses them, left to right."""
+        """Every tree node once, operands before the operation that uses them, left to right."""
         return self._postorder
 
     @cached_property
     def _postorder(self) -> list[Node]:
-        order: list[Node] = []
-        stack: list[tuple[Node, bool]] = [(self.root, False)]
-        while stack:
-            node, expanded = stack.pop()
-            if expanded or not node.args:
-                order.append(node)
-            else:
-                stack.append((node, True))
-                stack.extend((arg, False) for arg in reversed(node.args))
-        return order
-
-    def evaluate(
-        self,
-        env: dict[str, Value],
-        locate: Callable[[Node], int | None] | None = None,
-        *,
-        apply: Callable[..., Value | float] | None = None,
-        constant: Callable[[float], Value | float] = float,
-    ) -> dict[Node, Any]:
-        """Run the tree as Python would run the text, with `env` giving each variable's `Value`.
-
-        Python's own operator dispatch (`2 - a` calls `a.__rsub__(2)`) builds exactly micrograd's
-        graph. Returns every tree node's result: a `Value`, or a float for a folded constant.
-        `apply(op, exponent, *operands)` and `constant(value)` replace how an operation and a
-        constant are made, for another view of the same tree. A `DomainError` carries the
-        failing operation's span, and its graph node from `locate`.
-        """
-        apply = apply or apply_operation
-        results: dict[Node, Any] = {}
-        for node in self.postorder():
-            if node.kind == "variable":
-                results[node] = env[node.name]
-            elif node.kind == "constant":
-                results[node] = constant(node.value)
-            else:
-                try:
-                    results[node] = apply(node.op, node.exponent, *(results[a] for a in node.args))
-                except DomainError as error:
-                    if (
-                        node.op == "/"
-                        and error.kind == "division_by_zero"
-                        and (not node.args[1].is_constant)
-                    ):
-                        divisor = " ".join(self.text[slice(*node.args[1].span)].split())
-                        error = DomainError(error.kind, f"division by zero: {divisor} is 0")
-                    raise error.located(locate(node) if locate else None, node.span) from None
-        return results
+        return postorder(self.root)
 
     @cached_property
     def variable_set(self) -> frozenset[str]:
-        """The variables, for membership tests in time independent of their number."""
+        """The inputs, for membership tests in time independent of their number."""
         return frozenset(self.variables)
 
     @cached_property
+    def inputs(self) -> tuple[str, ...]:
+        """Every name a binding may give: the output's inputs, then unused declared inputs."""
+        return self.variables + tuple(n for n in self.defaults if n not in self.variable_set)
+
+    @cached_property
     def sympy(self) -> sympy.Expr:
-        """The same expression in sympy, built from the tree (never from text)."""
+        """The output in sympy, built from the tree (never from text)."""
         from service import symbolic
 
         return symbolic.from_tree(self.postorder(), self.root)
 
 
-def apply_operation(op: str, exponent: float | None, *operands: Value | float) -> Value | float:
-    """One operation on Values or plain numbers, with Python's semantics for both."""
-    if op == "+":
-        return operands[0] + operands[1]
-    if op == "*":
-        return operands[0] * operands[1]
-    if op == "-":
-        return operands[0] - operands[1]
-    if op == "/":
-        return operands[0] / operands[1]
-    if op == "neg":
-        return -operands[0]
-    if op == "**":
-        return operands[0] ** exponent
-    return getattr(operands[0], op)()
+def line_column(text: str, position: int) -> tuple[int, int]:
+    """The 1-based line and column of a character position."""
+    line_start = text.rfind("\n", 0, position) + 1
+    return text.count("\n", 0, position) + 1, position - line_start + 1
 
 
-def _fold(op: str, exponent: float | None, *args: float) -> float:
-    """A constant operation computed as Python computes it on numbers, with the engine's checks."""
-    if op == "**":
-        assert exponent is not None
-        return power(args[0], exponent)
-    if op == "/":
-        if args[1] == 0:
-            raise DomainError("division_by_zero", f"{format_number(args[0])} / 0 divides by zero")
-        return finite(args[0] / args[1], "a quotient")
-    if op == "-":
-        return finite(args[0] - args[1], "a difference")
-    if op == "neg":
-        return -args[0]
-    # The primitives compute on numbers exactly as Python does; the engine adds its checks.
-    result = apply_operation(op, exponent, *(Value(arg) for arg in args))
-    assert isinstance(result, Value)
-    return result.data
+class Lines:
+    """Line and column of many positions of one text, each in time independent of the text."""
+
+    def __init__(self, text: str) -> None:
+        self.newlines = [i for i, char in enumerate(text) if char == "\n"]
+
+    def __call__(self, position: int) -> tuple[int, int]:
+        before = bisect.bisect_left(self.newlines, position)
+        line_start = self.newlines[before - 1] + 1 if before else 0
+        return before + 1, position - line_start + 1
 
 
 # -- tokens ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
 class Token:
-    kind: str  # "number", "name", "op", "(", ")", ",", "end"
-    text: str
-    start: int
-    end: int
+    __slots__ = ("end", "kind", "start", "text")
+
+    def __init__(self, kind: str, text: str, start: int, end: int) -> None:
+        # "number", "name", "op", "augmented", "=", "(", ")", ",", ".", ";", "newline", "end"
+        self.kind = kind
+        self.text = text
+        self.start = start
+        self.end = end
 
     @property
     def span(self) -> Span:
         return (self.start, self.end)
 
+    def __repr__(self) -> str:
+        return f"Token({self.kind!r}, {self.text!r}, {self.start}, {self.end})"
+
 
 _TOKEN = re.compile(
     r"""
-    (?P<space>[ \t\r\n]+)
+    (?P<space>[ \t\r]+)
+  | (?P<newline>\n)
+  | (?P<comment>\#[^\n]*)
   | (?P<number>(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)
   | (?P<name>[A-Za-z_][A-Za-z0-9_]*)
-  | (?P<op>\*\*|[-+*/^])
-  | (?P<paren>[(),])
+  | (?P<augmented>\*\*=|[-+*/]=)
+  | (?P<op>\*\*|//|[-+*/^])
+  | (?P<equals>==?)
+  | (?P<punctuation>[(),;.])
     """,
     re.VERBOSE | re.ASCII,
 )
 
 # Characters people reach for from Python or maths, with what to tell them.
-_UNSUPPORTED = {
-    "'": "strings are not part of the expression language",
-    '"': "strings are not part of the expression language",
-    ".": "attribute access is not part of the expression language",
-    "[": "subscripts and lists are not part of the expression language",
-    "]": "subscripts and lists are not part of the expression language",
-    "{": "braces are not part of the expression language",
-    "}": "braces are not part of the expression language",
-    "<": "comparisons are not part of the expression language",
-    ">": "comparisons are not part of the expression language",
-    "=": "comparisons and assignments are not part of the expression language",
-    "!": "comparisons are not part of the expression language",
-    "%": "the remainder operator % is not supported",
-    "@": "matrix multiplication @ is not supported: every value is a scalar",
-    "&": "bitwise operators are not supported",
-    "|": "bitwise operators are not supported",
-    "~": "bitwise operators are not supported",
-    ":": "':' is not part of the expression language (no lambdas, slices or annotations)",
-    ";": "one expression only: ';' is not part of the language",
-    "#": "comments are not part of the expression language",
-    "\\": "backslashes are not part of the expression language",
-    "`": "backquotes are not part of the expression language",
-    "$": "'$' is not part of the expression language",
-    "?": "'?' is not part of the expression language",
+_UNSUPPORTED: dict[str, Message] = {
+    "'": _("strings are not part of the expression language"),
+    '"': _("strings are not part of the expression language"),
+    "[": _("subscripts and lists are not part of the expression language"),
+    "]": _("subscripts and lists are not part of the expression language"),
+    "{": _("braces are not part of the expression language"),
+    "}": _("braces are not part of the expression language"),
+    "<": _("comparisons are not part of the expression language"),
+    ">": _("comparisons are not part of the expression language"),
+    "!": _("comparisons are not part of the expression language"),
+    "%": _("the remainder operator % is not supported"),
+    "@": _("matrix multiplication @ is not supported: every value is a scalar"),
+    "&": _("bitwise operators are not supported"),
+    "|": _("bitwise operators are not supported"),
+    "~": _("bitwise operators are not supported"),
+    ":": _("':' is not part of the expression language (no lambdas, slices or annotations)"),
+    "\\": _("backslashes are not part of the expression language"),
+    "`": _("backquotes are not part of the expression language"),
+    "$": _("'$' is not part of the expression language"),
+    "?": _("'?' is not part of the expression language"),
 }
 
 
 def _tokens(text: str, limits: Limits) -> Iterator[Token]:
-    """The tokens of `text`, lazily, so the first error reported is the first in the text."""
+    """The tokens of `text`, lazily, so the first error reported is the first in the text.
+
+    After the text, `end` tokens follow for ever, so a parser may look ahead freely.
+    """
     pos, length = 0, len(text)
     while pos < length:
         match = _TOKEN.match(text, pos)
@@ -240,48 +239,33 @@ def _tokens(text: str, limits: Limits) -> Iterator[Token]:
         if kind == "name" and end - pos > limits.max_identifier_length:
             raise LimitExceeded(
                 "identifier_too_long",
-                f"the name starting '{text[pos : pos + 16]}' is {end - pos} characters long; "
-                f"names have at most {limits.max_identifier_length}",
+                _(
+                    "the name starting '{start}' is {length} characters long; names have at most "
+                    "{maximum}",
+                    start=text[pos : pos + 16],
+                    length=end - pos,
+                    maximum=limits.max_identifier_length,
+                ),
                 (pos, end),
                 "max_identifier_length",
                 limits.max_identifier_length,
             )
-        if kind == "op" and text.startswith("//", pos):
+        if kind == "op" and end - pos == 2 and text[pos] == "/":
             raise ExpressionError(
-                "unsupported_syntax", "floor division // is not supported; use /", (pos, pos + 2)
+                "unsupported_syntax", _("floor division // is not supported; use /"), (pos, end)
             )
-        if kind != "space":
-            yield Token(
-                "op" if kind == "op" else (match.group() if kind == "paren" else kind),
-                match.group(),
-                pos,
-                end,
-            )
+        if kind == "punctuation" or kind == "equals":
+            yield Token(match.group(), match.group(), pos, end)
+        elif kind not in ("space", "comment"):
+            yield Token(kind or "", match.group(), pos, end)
         pos = end
-    yield Token("end", "", length, length)
+    while True:
+        yield Token("end", "", length, length)
 
 
-def _bad_character(text: str, pos: int) -> ExpressionError:
-    char = text[pos]
-    if char in _UNSUPPORTED:
-        return ExpressionError("unsupported_syntax", _UNSUPPORTED[char], (pos, pos + 1))
-    code = f"U+{ord(char):04X}"
-    name = unicodedata.name(char, "")
-    described = f"{code} {name}".strip()
-    ascii_twin = unicodedata.normalize("NFKC", char)
-    if not ascii_twin.isascii() or not ascii_twin.strip():
-        ascii_twin = _LOOKALIKES.get(char, "")
-    if char.isdigit() or char.isalpha():
-        hint = f"; did you mean '{ascii_twin}'?" if ascii_twin.isascii() and ascii_twin else ""
-        message = (
-            f"'{char}' ({described}) is not allowed: expressions use ASCII letters and digits{hint}"
-        )
-    elif not char.isprintable() or char.isspace():
-        message = f"the invisible character {described or code} is not allowed in an expression"
-    else:
-        message = f"'{char}' ({described}) is not part of the expression language"
-    return ExpressionError("invalid_character", message, (pos, pos + 1))
-
+# Operator look-alikes from word processors and maths fonts, and what to type instead.
+_OPERATOR_LOOKALIKES = {"×": "*", "·": "*", "⋅": "*", "∗": "*", "÷": "/", "−": "-", "–": "-",
+                        "—": "-", "∕": "/"}  # fmt: skip
 
 # Letters that look like ASCII but are not, and that NFKC does not map: the usual homoglyphs.
 _LOOKALIKES = {
@@ -289,30 +273,525 @@ _LOOKALIKES = {
     "А": "A", "В": "B", "Е": "E", "К": "K", "М": "M", "Н": "H", "О": "O", "Р": "P",
     "С": "C", "Т": "T", "Х": "X",
     "α": "a", "ο": "o", "ν": "v", "Α": "A", "Β": "B", "Ε": "E", "Ο": "O",  # Greek
-    "−": "-", "×": "*", "÷": "/",
 }  # fmt: skip
 
 
-# -- the parser -----------------------------------------------------------------------------
+def _bad_character(text: str, pos: int) -> ExpressionError:
+    char = text[pos]
+    span = (pos, pos + 1)
+    if char in _UNSUPPORTED:
+        return ExpressionError("unsupported_syntax", _UNSUPPORTED[char], span)
+    code = f"U+{ord(char):04X}"
+    described = f"{code} {unicodedata.name(char, '')}".strip()
+    if char in _OPERATOR_LOOKALIKES:
+        message = _(
+            "'{char}' ({described}) is not an operator of the language; did you mean '{ascii}'?",
+            char=char,
+            described=described,
+            ascii=_OPERATOR_LOOKALIKES[char],
+        )
+        return ExpressionError("invalid_character", message, span)
+    ascii_twin = unicodedata.normalize("NFKC", char)
+    if not ascii_twin.isascii() or not ascii_twin.strip():
+        ascii_twin = _LOOKALIKES.get(char, "")
+    if char.isdigit() or char.isalpha():
+        if ascii_twin.isascii() and ascii_twin:
+            message = _(
+                "'{char}' ({described}) is not allowed: expressions use ASCII letters and "
+                "digits; did you mean '{ascii}'?",
+                char=char,
+                described=described,
+                ascii=ascii_twin,
+            )
+        else:
+            message = _(
+                "'{char}' ({described}) is not allowed: expressions use ASCII letters and digits",
+                char=char,
+                described=described,
+            )
+    elif not char.isprintable() or char.isspace():
+        message = _(
+            "the invisible character {described} is not allowed in an expression",
+            described=described,
+        )
+    else:
+        message = _(
+            "'{char}' ({described}) is not part of the expression language",
+            char=char,
+            described=described,
+        )
+    return ExpressionError("invalid_character", message, span)
 
-# Binding power of each operator: `**` binds tighter than a sign on its left (`-a**2` is
-# `-(a**2)`), a sign tighter than `*` and `/`, those tighter than `+` and `-`; as in Python.
-_BINARY = {"+": (10, "+"), "-": (10, "-"), "*": (20, "*"), "/": (20, "/"), "**": (40, "**"),
-           "^": (40, "**")}  # fmt: skip
-_PREFIX = 30
-_RIGHT_ASSOCIATIVE = {"**"}
 
-# Nodes each operation adds to micrograd's graph, by which operands are constants (`c`) or not
-# (`v`): `a - b` is `a + (b * -1)`, three nodes; `2 - a` is `(a * -1) + 2`, four. The parser counts
-# with this table so the node limit is enforced before any graph exists.
-_PRIMITIVE_NODES = {
-    ("+", "vv"): 1, ("+", "vc"): 2, ("+", "cv"): 2,
-    ("*", "vv"): 1, ("*", "vc"): 2, ("*", "cv"): 2,
-    ("-", "vv"): 3, ("-", "vc"): 2, ("-", "cv"): 4,
-    ("/", "vv"): 2, ("/", "vc"): 2, ("/", "cv"): 3,
-    ("neg", "v"): 2, ("**", "v"): 1,
-    ("exp", "v"): 1, ("log", "v"): 1, ("relu", "v"): 1, ("tanh", "v"): 1,
-}  # fmt: skip
+class _Stream:
+    """Tokens with look-ahead."""
+
+    def __init__(self, tokens: Iterator[Token]) -> None:
+        self.tokens = tokens
+        self.buffer: deque[Token] = deque()
+
+    def next(self) -> Token:
+        return self.buffer.popleft() if self.buffer else next(self.tokens)
+
+    def peek(self, ahead: int = 0) -> Token:
+        while len(self.buffer) <= ahead:
+            self.buffer.append(next(self.tokens))
+        return self.buffer[ahead]
+
+    def peek_past_newlines(self) -> Token:
+        ahead = 0
+        while self.peek(ahead).kind == "newline":
+            ahead += 1
+        return self.peek(ahead)
+
+
+# Nodes micrograd builds for each operation, by which operands are constants.
+_NODES = {
+    (op.name, tuple(kind == "c" for kind in form)): count
+    for op in BY_NAME.values()
+    for form, count in op.nodes.items()
+}
+
+# -- statements -----------------------------------------------------------------------------
+
+_AUGMENTED = {"+=": "+", "-=": "-", "*=": "*", "/=": "/"}
+_STATEMENT_ENDS = ("newline", ";", "end")
+_ENDS_OR_COMMA = frozenset((*_STATEMENT_ENDS, ","))
+_DECLARE = "Value"  # `name = Value(number)` declares an input
+_METHODS = (*FUNCTIONS, "backward")
+# Python statements that are not part of the language, with what to tell the learner.
+_KEYWORD_STATEMENTS: dict[str, Message] = {
+    "import": _("remove the import line: Value is built in"),
+    "from": _("remove the import line: Value is built in"),
+    "def": _("functions cannot be defined here: write each step as an assignment"),
+    "class": _("classes cannot be defined here: write each step as an assignment"),
+    "for": _("loops are not supported: write each step as its own statement"),
+    "while": _("loops are not supported: write each step as its own statement"),
+    "if": _("conditions are not supported: use relu() for a value that switches at 0"),
+    "assert": _("remove the assert line: the response already carries every value and gradient"),
+    "return": _("return is not needed: the last statement, or name.backward(), is the output"),
+    "with": _("'with' is not part of the language"),
+    "try": _("'try' is not part of the language"),
+    "del": _("'del' is not part of the language"),
+    "global": _("'global' is not part of the language"),
+    "nonlocal": _("'nonlocal' is not part of the language"),
+    "pass": _("'pass' is not needed: remove it"),
+    "raise": _("'raise' is not part of the language"),
+}
+
+
+class _Binding:
+    """What a name refers to at this point of the program."""
+
+    __slots__ = ("node", "span")
+
+    def __init__(self, node: Node, span: Span) -> None:
+        self.node = node
+        self.span = span  # the statement that bound it
+
+
+class _Program:
+    """Reads statements one after another, binding names to shared tree nodes."""
+
+    def __init__(self, text: str, limits: Limits) -> None:
+        self.text = text
+        self.limits = limits
+        self.stream = _Stream(_tokens(text, limits))
+        self.bound: dict[str, _Binding] = {}
+        self.read_as_input: dict[str, Span] = {}  # names read before any assignment: inputs
+        self.defaults: dict[str, float] = {}
+        self.declared_at: dict[str, Span] = {}
+        self.assignments: list[tuple[str, Node, Span]] = []
+        self.statements = 0
+        self.node_count = 0  # over every statement: bounds the work whatever the output is
+        self.last: Node | None = None
+        self.last_name: str | None = None
+        self.backward: tuple[str, Node, Span] | None = None
+        self.terminator: Token | None = None  # what ended the last expression
+        self.previous_end = 0  # where the last expression ended
+
+    def parse(self, output: str | None) -> ParsedExpression:
+        stream = self.stream
+        while True:
+            token = stream.peek()
+            if token.kind in ("newline", ";"):
+                stream.next()
+                continue
+            if token.kind == "end":
+                break
+            self.statement()
+        if self.last is None:
+            raise ExpressionError(
+                "empty_expression", _("the expression is empty"), stream.peek().span
+            )
+        root, name = self.output(output)
+        return self.result(root, name)
+
+    # -- one statement ---------------------------------------------------------------------
+
+    def statement(self) -> None:
+        stream = self.stream
+        first = stream.peek()
+        self.statements += 1
+        if self.statements > self.limits.max_statements:
+            raise LimitExceeded(
+                "too_many_statements",
+                _(
+                    "the program has more than {maximum} statements",
+                    maximum=self.limits.max_statements,
+                ),
+                first.span,
+                "max_statements",
+                self.limits.max_statements,
+            )
+        if first.kind == "name":
+            if first.text in _KEYWORD_STATEMENTS:
+                end = self.text.find("\n", first.start)
+                span = (first.start, len(self.text) if end < 0 else end)
+                raise ExpressionError("unsupported_syntax", _KEYWORD_STATEMENTS[first.text], span)
+            second = stream.peek(1)
+            if second.kind == "=":
+                return self.assignment([stream.next()])
+            if second.kind == ",":
+                targets = self.targets()
+                if targets is not None:
+                    return self.assignment(targets)
+            if second.kind == "augmented":
+                return self.augmented(stream.next(), stream.next())
+            if second.kind == "." and self.is_backward():
+                return self.backward_statement()
+        root = self.expression(None)
+        self.last, self.last_name = root, None
+
+    def targets(self) -> list[Token] | None:
+        """`a, b, c =`: the names, when the statement is a tuple assignment."""
+        ahead = 0
+        while True:
+            if self.stream.peek(ahead).kind != "name":
+                return None
+            following = self.stream.peek(ahead + 1).kind
+            if following == "=":
+                break
+            if following != ",":
+                return None
+            ahead += 2
+        names = [self.stream.next() for _ in range(ahead + 1)][::2]
+        return names
+
+    def check_target(self, target: Token) -> None:
+        name = target.text
+        if keyword.iskeyword(name):
+            message = _("Python's '{word}' is not part of the expression language", word=name)
+            raise ExpressionError("unsupported_syntax", message, target.span)
+        if name in FUNCTIONS or name == _DECLARE:
+            raise ExpressionError(
+                "function_name",
+                _(
+                    "{name} is a function: assigning to it would hide it; choose another name",
+                    name=name,
+                ),
+                target.span,
+            )
+        if name in self.read_as_input:
+            raise self.read_before_assignment(name, target)
+
+    def read_before_assignment(self, name: str, target: Token) -> ExpressionError:
+        line, _column = line_column(self.text, target.start)
+        return ExpressionError(
+            "used_before_assignment",
+            _(
+                "{name} is read here before the statement on line {line} assigns it; "
+                "assign it first, or use another name for the input",
+                name=name,
+                line=line,
+            ),
+            self.read_as_input[name],
+        )
+
+    def assignment(self, targets: list[Token]) -> None:
+        for target in targets:
+            self.check_target(target)
+        equals = self.stream.next()
+        start = targets[0].start
+        if len(targets) == 1:
+            first = self.stream.peek()
+            declaring = first.text == _DECLARE and self.stream.peek(1).kind == "("
+            values = [self.expression(equals, declaring=targets[0].text if declaring else None)]
+        else:
+            values = []
+            for i in range(len(targets)):
+                values.append(self.expression(equals, in_tuple=True))
+                assert self.terminator is not None
+                if (self.terminator.kind == ",") != (i < len(targets) - 1):
+                    raise ExpressionError(
+                        "unsupported_syntax",
+                        _(
+                            "{count} names are assigned, so give {count} values separated by "
+                            "commas",
+                            count=len(targets),
+                        ),
+                        (start, self.terminator.end),
+                    )
+        span = (start, self.previous_end)
+        for target, node in zip(targets, values, strict=True):
+            name = target.text
+            if node.kind == "operation" and node.assigned is None:
+                node.assigned = name
+            self.bound[name] = _Binding(node, span)
+            self.assignments.append((name, node, span))
+        self.last, self.last_name = values[-1], targets[-1].text
+
+    def augmented(self, target: Token, operator: Token) -> None:
+        name = target.text
+        if operator.text == "**=":
+            raise ExpressionError(
+                "unsupported_syntax",
+                _("**= is not supported: write {name} = {name} ** k", name=name),
+                operator.span,
+            )
+        self.check_target(target)
+        binding = self.bound.get(name)
+        if binding is None:
+            raise ExpressionError(
+                "used_before_assignment",
+                _(
+                    "{name} {operator} ... reads {name}, which no earlier statement assigns",
+                    name=name,
+                    operator=operator.text,
+                ),
+                target.span,
+            )
+        right = self.expression(operator)
+        span = (target.start, self.previous_end)
+        node = self.make(_AUGMENTED[operator.text], (binding.node, right), span)
+        if node.kind == "operation":
+            node.assigned = name
+        self.bound[name] = _Binding(node, span)
+        self.assignments.append((name, node, span))
+        self.last, self.last_name = node, name
+
+    def is_backward(self) -> bool:
+        peek = self.stream.peek
+        return (
+            peek(2).text == "backward"
+            and peek(3).kind == "("
+            and peek(4).kind == ")"
+            and peek(5).kind in _STATEMENT_ENDS
+        )
+
+    def backward_statement(self) -> None:
+        target = self.stream.next()
+        for _token in range(4):
+            closing = self.stream.next()
+        span = (target.start, closing.end)
+        name = target.text
+        binding = self.bound.get(name)
+        if binding is None:
+            raise ExpressionError(
+                "used_before_assignment",
+                _(
+                    "{name}.backward() needs {name} to be assigned by an earlier statement",
+                    name=name,
+                ),
+                target.span,
+            )
+        if self.backward is not None:
+            line = line_column(self.text, self.backward[2][0])[0]
+            raise ExpressionError(
+                "unsupported_syntax",
+                _(
+                    "backward() is already called on line {line}: a program has one output",
+                    line=line,
+                ),
+                span,
+            )
+        self.backward = (name, binding.node, span)
+        self.end_statement()
+
+    def end_statement(self) -> None:
+        token = self.stream.next()
+        if token.kind not in _STATEMENT_ENDS:  # pragma: no cover - `is_backward` looked ahead
+            raise ExpressionError(
+                "unexpected_token", _("unexpected '{text}'", text=token.text), token.span
+            )
+
+    # -- one expression --------------------------------------------------------------------
+
+    def expression(
+        self, after: Token | None, *, declaring: str | None = None, in_tuple: bool = False
+    ) -> Node:
+        """The expression that starts at the next token; `after` is the token before it."""
+        parser = _Expression(self, after, declaring, in_tuple)
+        root = parser.parse()
+        self.previous_end = parser.end
+        return root
+
+    def make(
+        self, op: str, args: tuple[Node, ...], span: Span, exponent: float | None = None
+    ) -> Node:
+        """An operation node, or the constant it folds to when every operand is one."""
+        node = Node("operation", span, op=op, args=args, exponent=exponent)
+        constants = tuple([arg.kind == "constant" for arg in args])
+        if all(constants):
+            return Node("constant", span, value=self.fold(node))
+        self.node_count += _NODES[op, constants]
+        if self.node_count > self.limits.max_nodes:
+            self.check_nodes(span)
+        return node
+
+    def check_nodes(self, span: Span, count: int | None = None) -> None:
+        if (self.node_count if count is None else count) > self.limits.max_nodes:
+            raise LimitExceeded(
+                "too_many_nodes",
+                _(
+                    "the expression would build more than {maximum} graph nodes",
+                    maximum=self.limits.max_nodes,
+                ),
+                span,
+                "max_nodes",
+                self.limits.max_nodes,
+            )
+
+    def fold(self, node: Node) -> float:
+        """A constant subexpression's value, computed once as Python would, within bounds."""
+        if node.op == "**":
+            base = node.args[0].value
+            assert node.exponent is not None
+            # log10 of the result, known before computing it: `9 ** 9 ** 9` is refused at once.
+            if base != 0 and node.exponent * math.log10(abs(base)) > math.log10(
+                self.limits.max_constant_magnitude
+            ):
+                self.check_magnitude(math.inf, node.span, "power")
+        try:
+            value = BY_NAME[node.op].fold(node.exponent, *(arg.value for arg in node.args))
+        except DomainError as error:
+            raise error.located(None, node.span) from None
+        self.check_magnitude(value, node.span, "constant")
+        return value
+
+    def check_magnitude(self, value: float, span: Span, what: str, number: str = "") -> None:
+        bound = self.limits.max_constant_magnitude
+        if abs(value) <= bound:
+            return
+        if what == "number":
+            message = _(
+                "the number {number} is larger in magnitude than the largest constant allowed "
+                "({bound})",
+                number=number,
+                bound=f"{bound:g}",
+            )
+        elif what == "power":
+            message = _(
+                "this power is larger in magnitude than the largest constant allowed ({bound})",
+                bound=f"{bound:g}",
+            )
+        else:
+            message = _(
+                "this constant is larger in magnitude than the largest constant allowed ({bound})",
+                bound=f"{bound:g}",
+            )
+        raise LimitExceeded("constant_too_large", message, span, "max_constant_magnitude", bound)
+
+    def read(self, token: Token) -> Node:
+        """The node a name refers to: what it was bound to, or an input."""
+        name = token.text
+        binding = self.bound.get(name)
+        if binding is not None:
+            return binding.node
+        if name not in self.read_as_input:
+            self.read_as_input[name] = token.span
+            self.node_count += 1  # checked with the next operation: every input is an operand
+        return Node("variable", token.span, name=name)
+
+    def declare(self, name: str, value: Node, span: Span) -> Node:
+        if not value.is_constant:
+            raise ExpressionError(
+                "unsupported_syntax",
+                _("Value() takes a number: the input's default value, as in Value(2.0)"),
+                value.span,
+            )
+        if name in self.defaults:
+            line = line_column(self.text, self.declared_at[name][0])[0]
+            raise ExpressionError(
+                "unsupported_syntax",
+                _(
+                    "the input {name} is already declared on line {line}; give this input "
+                    "its own name",
+                    name=name,
+                    line=line,
+                ),
+                span,
+            )
+        self.defaults[name] = value.value
+        self.declared_at[name] = span
+        self.node_count += 1
+        node = Node("variable", span, name=name)
+        node.assigned = name
+        return node
+
+    # -- the output ------------------------------------------------------------------------
+
+    def output(self, requested: str | None) -> tuple[Node, str | None]:
+        if requested is not None:
+            binding = self.bound.get(requested)
+            if binding is not None:
+                return binding.node, requested
+            if requested in self.read_as_input:
+                return Node("variable", self.read_as_input[requested], name=requested), requested
+            from service.errors import BindingError
+
+            raise BindingError(
+                "unknown_output",
+                _(
+                    "the output {name} is not a name of the program; name one it assigns or reads",
+                    name=requested,
+                ),
+                [requested],
+            )
+        if self.backward is not None:
+            return self.backward[1], self.backward[0]
+        assert self.last is not None
+        return self.last, self.last_name
+
+    def result(self, root: Node, name: str | None) -> ParsedExpression:
+        if self.statements == 1 and not self.assignments and self.backward is None:
+            # A plain expression: its inputs and nodes are all the parser counted.
+            return ParsedExpression(
+                self.text, root, tuple(self.read_as_input), max(self.node_count, 1)
+            )
+        order = postorder(root)
+        variables: dict[str, None] = {}
+        count = 0
+        for node in order:
+            if node.kind == "variable":
+                if node.name not in variables:
+                    variables[node.name] = None
+                    count += 1
+            elif node.kind == "operation":
+                count += _NODES[node.op, tuple([a.kind == "constant" for a in node.args])]
+        self.check_nodes(root.span, count)
+        reachable = {id(node) for node in order}
+        unused = tuple(
+            (target, span) for target, node, span in self.assignments if id(node) not in reachable
+        )
+        if root.kind == "constant" and variables:  # pragma: no cover - folding invariant
+            raise AssertionError("a constant output has no inputs")
+        parsed = ParsedExpression(
+            self.text,
+            root,
+            tuple(variables),
+            max(count, 1),
+            defaults=self.defaults,
+            output=name,
+            unused=unused,
+            statements=self.statements,
+            reads=tuple(self.read_as_input),
+        )
+        parsed._postorder = order  # type: ignore[misc]  # computed already
+        return parsed
+
+
+# -- the expression parser ------------------------------------------------------------------
 
 
 class _Pending:
@@ -330,35 +809,79 @@ class _Pending:
         self.opening = token.span  # where the bracket opened, for "never closed"
 
 
-class _Parser:
-    def __init__(self, text: str, limits: Limits) -> None:
-        self.text = text
-        self.limits = limits
+class _Expression:
+    """One expression, from the stream's next token to the end of its statement."""
+
+    def __init__(
+        self, program: _Program, after: Token | None, declaring: str | None, in_tuple: bool
+    ) -> None:
+        self.program = program
+        self.text = program.text
+        self.stream = program.stream
+        self.limits = program.limits
+        self.declaring = declaring  # the target of `name = Value(...)`
+        self.declared: Node | None = None
+        self.in_tuple = in_tuple  # `,` ends this expression: a value of `a, b = x, y`
         self.operands: list[Node] = []
         self.pending: list[_Pending] = []
-        self.variables: dict[str, None] = {}
-        self.node_count = 0
-        self.skip_paren = False
+        self.brackets = 0  # open parentheses and calls among `pending`
+        self.after = after
+        self.end = 0
 
-    def parse(self) -> ParsedExpression:
+    def parse(self) -> Node:
         expect_operand = True
-        previous: Token | None = None
-        for token in _tokens(self.text, self.limits):
-            if self.skip_paren:
-                self.skip_paren = False
-                previous = token
+        previous: Token | None = self.after
+        while True:
+            token = self.stream.next()
+            if token.kind == "newline" and self.continues(expect_operand):
                 continue
             if expect_operand:
                 expect_operand = self.operand_position(token, previous)
+            elif token.kind in _ENDS_OR_COMMA and self.ends(token):
+                break
             else:
                 expect_operand = self.operator_position(token, previous)
-            if token.kind == "end":
-                break
             previous = token
+            self.end = token.end
         root = self.operands.pop()
-        if not self.variables and root.kind != "constant":  # pragma: no cover - folding invariant
-            raise AssertionError("an expression without variables must fold to a constant")
-        return ParsedExpression(self.text, root, tuple(self.variables), max(self.node_count, 1))
+        if self.declared is not None and root is not self.declared:
+            raise ExpressionError(
+                "unsupported_syntax",
+                _(
+                    "Value(...) declares an input on a line of its own: {name} = Value(number)",
+                    name=self.declaring,
+                ),
+                self.declared.span,
+            )
+        return root
+
+    def continues(self, expect_operand: bool) -> bool:
+        """Whether a newline is only space: inside brackets, after an operator, or before a
+        line that starts with a binary operator (an expression written over several lines)."""
+        if expect_operand or self.brackets:
+            return True
+        if self.stream.peek_past_newlines().kind != "op":
+            return False
+        while self.stream.peek().kind == "newline":  # each blank line is looked at once
+            self.stream.next()
+        return True
+
+    def ends(self, token: Token) -> bool:
+        """At an operator position: whether `token` ends the expression (and its statement)."""
+        if token.kind == ",":
+            if not self.in_tuple or self.brackets:
+                return False
+        elif token.kind not in _STATEMENT_ENDS:
+            return False
+        while self.pending and self.pending[-1].kind in ("binary", "prefix"):
+            self.reduce()
+        if self.pending:
+            opener = self.pending[-1]
+            raise ExpressionError(
+                "unbalanced_parenthesis", _("this '(' is never closed"), opener.opening
+            )
+        self.program.terminator = token
+        return True
 
     # A token where an operand must start: a number, a name, a call, '(' or a sign.
     def operand_position(self, token: Token, previous: Token | None) -> bool:
@@ -366,126 +889,213 @@ class _Parser:
             self.operands.append(self.constant(token))
             return False
         if token.kind == "name":
-            self.name(token)
-            opened_call = self.pending and self.pending[-1].token is token
-            return bool(opened_call)
+            return self.name(token)
         if token.kind == "(":
             self.push(_Pending("paren", "(", 0, token))
             return True
-        if token.kind == "op" and token.text in "+-":
-            self.push(_Pending("prefix", "neg" if token.text == "-" else "pos", _PREFIX, token))
+        if token.kind == "op" and token.text in ("+", *PREFIX):
+            op = PREFIX[token.text].name if token.text in PREFIX else "pos"
+            self.push(_Pending("prefix", op, PREFIX_PRECEDENCE, token))
             return True
-        if token.kind == "end":
+        raise self.missing_operand(token, previous)
+
+    def missing_operand(self, token: Token, previous: Token | None) -> ExpressionError:
+        if token.kind in ("end", ";", ","):
+            if token.kind == "," and (not self.pending or self.pending[-1].kind != "call"):
+                return _no_call(token)
             if previous is None:
-                raise ExpressionError("empty_expression", "the expression is empty", token.span)
-            raise ExpressionError(
-                "unexpected_end",
-                f"the expression ends after '{previous.text}', where an operand was expected",
-                token.span,
-            )
-        if token.kind == ")" and previous is not None and previous.kind == "(":
+                return ExpressionError("empty_expression", _("the expression is empty"), token.span)
+            if token.kind != ",":
+                return ExpressionError(
+                    "unexpected_end",
+                    _(
+                        "the expression ends after '{text}', where an operand was expected",
+                        text=previous.text,
+                    ),
+                    (token.start, token.start),
+                )
+        opened_call = bool(self.pending) and self.pending[-1].token is previous
+        if token.kind == ")" and previous is not None and (previous.kind == "(" or opened_call):
             opener = self.pending[-1]
             if opener.kind == "call":
-                span = (opener.start, token.end)
-                message = f"{opener.op}() takes exactly one argument (0 given)"
-                raise ExpressionError("wrong_arity", message, span)
-            raise ExpressionError(
-                "unexpected_token", "empty parentheses: '()'", (previous.start, token.end)
+                return _arity(opener, 0, (opener.start, token.end))
+            return ExpressionError(
+                "unexpected_token", _("empty parentheses: '()'"), (previous.start, token.end)
             )
         if token.kind == ")" and not any(p.kind in ("paren", "call") for p in self.pending):
-            raise ExpressionError("unbalanced_parenthesis", "')' has no matching '('", token.span)
-        after = f" after '{previous.text}'" if previous is not None else " at the start"
-        raise ExpressionError(
-            "unexpected_token",
-            f"unexpected '{token.text}'{after}: expected a number, a variable, a function call "
-            "or '('",
-            token.span,
-        )
+            return ExpressionError(
+                "unbalanced_parenthesis", _("')' has no matching '('"), token.span
+            )
+        if previous is None:
+            message = _(
+                "unexpected '{text}' at the start: expected a number, a variable, a function "
+                "call or '('",
+                text=token.text,
+            )
+        else:
+            message = _(
+                "unexpected '{text}' after '{previous}': expected a number, a variable, a "
+                "function call or '('",
+                text=token.text,
+                previous=previous.text,
+            )
+        return ExpressionError("unexpected_token", message, token.span)
 
-    def name(self, token: Token) -> None:
-        # A name directly followed by '(' is a call; peek at the source to know which.
-        after = _skip_space(self.text, token.end)
-        if after < len(self.text) and self.text[after] == "(":
-            if token.text not in FUNCTIONS:
-                raise ExpressionError(
-                    "unknown_function",
-                    f"'{token.text}' is not a supported function; the functions are "
-                    f"{', '.join(FUNCTIONS)}"
-                    + (
-                        f" (if {token.text} is a variable, write {token.text}*(...) to multiply)"
-                        if token.text.isidentifier() and not keyword.iskeyword(token.text)
-                        else ""
-                    ),
-                    (token.start, after + 1),
-                )
-            call = _Pending("call", token.text, 0, token)
-            call.opening = (after, after + 1)
-            self.push(call)
-            self.skip_paren = True  # the '(' just seen belongs to the call
-            return
-        if token.text not in self.variables:
-            self.variables[token.text] = None
-            self.node_count += 1
-        self.operands.append(Node("variable", token.span, name=token.text))
+    def name(self, token: Token) -> bool:
+        """A name at an operand position: a call, a declaration or a variable. Returns whether
+        an operand is still expected (after the opening of a call)."""
+        following = self.stream.peek()
+        if following.kind == "newline" and (token.text in FUNCTIONS or self.brackets):
+            # `exp` then `(` on the next line: one call, written over two lines
+            following = self.stream.peek_past_newlines()
+            if following.kind == "(":
+                while self.stream.peek().kind == "newline":
+                    self.stream.next()
+        if following.kind == "(":
+            self.call(token, self.stream.next())
+            return True
+        if token.text in FUNCTIONS or token.text == _DECLARE:
+            raise self.function_as_variable(token, following)
+        if keyword.iskeyword(token.text) and following.kind in ("name", "number"):
+            # `lambda x`, `not a`: the juxtaposition names the keyword
+            raise self.juxtaposition(following, token)
+        self.operands.append(self.program.read(token))
+        return False
 
-    # A token after a complete operand: a binary operator, ')', ',' or the end.
+    def function_as_variable(self, token: Token, following: Token) -> ExpressionError:
+        name = token.text
+        if following.kind in ("name", "number") and following.start > token.end:
+            message = _(
+                "{name} is a function: write {name}({argument})",
+                name=name,
+                argument=following.text,
+            )
+            return ExpressionError("function_name", message, (token.start, following.end))
+        message = _("{name} is a function: write {name}(x)", name=name)
+        return ExpressionError("function_name", message, token.span)
+
+    def call(self, token: Token, opening: Token) -> None:
+        name = token.text
+        if name not in FUNCTIONS and name != _DECLARE:
+            raise _unknown_function(token, opening)
+        if name == _DECLARE and self.declaring is None:
+            raise ExpressionError(
+                "unsupported_syntax",
+                _("Value(...) declares an input on a line of its own: name = Value(number)"),
+                (token.start, opening.end),
+            )
+        call = _Pending("call", name, 0, token)
+        call.opening = opening.span
+        self.push(call)
+
+    # A token after a complete operand: a binary operator, ')', ',', '.' or the end.
     def operator_position(self, token: Token, previous: Token | None) -> bool:
         if token.kind == "op":
-            power, op = _BINARY[token.text]
-            right = op in _RIGHT_ASSOCIATIVE
-            while (
-                self.pending
-                and self.pending[-1].kind in ("binary", "prefix")
-                and (
-                    self.pending[-1].power > power
-                    or (self.pending[-1].power == power and not right)
-                )
-            ):
-                self.reduce()
-            self.push(_Pending("binary", op, power, token))
+            self.binary(token)
             return True
-        if token.kind in (")", ",", "end"):
-            while self.pending and self.pending[-1].kind in ("binary", "prefix"):
-                self.reduce()
-            if token.kind == "end":
-                if self.pending:
-                    opener = self.pending[-1]
-                    raise ExpressionError(
-                        "unbalanced_parenthesis", "this '(' is never closed", opener.opening
-                    )
-                return False
-            if not self.pending:
-                if token.kind == ",":
-                    raise ExpressionError(
-                        "unexpected_token",
-                        "',' separates arguments, but there is no call here",
-                        token.span,
-                    )
-                raise ExpressionError(
-                    "unbalanced_parenthesis", "')' has no matching '('", token.span
-                )
-            opener = self.pending[-1]
-            if token.kind == ",":
-                if opener.kind != "call":
-                    raise ExpressionError(
-                        "unexpected_token",
-                        "',' separates arguments, but there is no call here",
-                        token.span,
-                    )
-                opener.arguments += 1
-                return True
-            self.pending.pop()
-            if opener.kind == "call":
-                self.finish_call(opener, token)
-            else:
-                # The span grows to take in the parentheses, so errors point at what was written.
-                self.operands[-1].span = (opener.start, token.end)
+        if token.kind == ")":
+            self.close(token)
+            return False
+        if token.kind == ",":
+            self.comma(token)
+            return True
+        if token.kind == ".":
+            self.method(token)
             return False
         if token.kind in ("number", "name", "("):
             raise self.juxtaposition(token, previous)
-        raise ExpressionError(  # pragma: no cover - every token kind is handled above
-            "unexpected_token", f"unexpected '{token.text}'", token.span
+        if token.kind == "=" and self.brackets:
+            opener = next(p for p in reversed(self.pending) if p.kind in ("paren", "call"))
+            if opener.kind == "call":
+                message = _(
+                    "keyword arguments are not supported: write {function}(x)",
+                    function=opener.op,
+                )
+                raise ExpressionError("unsupported_syntax", message, token.span)
+            # `x = (a +` and then `y = 2` on the next line
+            raise ExpressionError(
+                "unbalanced_parenthesis", _("this '(' is never closed"), opener.opening
+            )
+        raise _misplaced(token)
+
+    def binary(self, token: Token) -> None:
+        operation = INFIX[token.text]
+        power, right = operation.precedence, operation.grammar == "power"
+        while (
+            self.pending
+            and self.pending[-1].kind in ("binary", "prefix")
+            and (self.pending[-1].power > power or (self.pending[-1].power == power and not right))
+        ):
+            self.reduce()
+        self.push(_Pending("binary", operation.name, power, token))
+
+    def close(self, token: Token) -> None:
+        while self.pending and self.pending[-1].kind in ("binary", "prefix"):
+            self.reduce()
+        if not self.pending:
+            raise ExpressionError(
+                "unbalanced_parenthesis", _("')' has no matching '('"), token.span
+            )
+        opener = self.pending.pop()
+        self.brackets -= 1
+        if opener.kind == "call":
+            self.finish_call(opener, token)
+        else:
+            # The span grows to take in the parentheses, so errors point at what was written.
+            self.operands[-1].span = (opener.start, token.end)
+
+    def comma(self, token: Token) -> None:
+        while self.pending and self.pending[-1].kind in ("binary", "prefix"):
+            self.reduce()
+        if not self.pending or self.pending[-1].kind != "call":
+            raise _no_call(token)
+        self.pending[-1].arguments += 1
+
+    def method(self, dot: Token) -> None:
+        """`x.relu()`: the function form applied to the operand just read."""
+        name = self.stream.next()
+        operand = self.operands[-1]
+        if name.kind != "name":
+            raise ExpressionError(
+                "unsupported_syntax",
+                _("'.' must be followed by a method: relu(), exp(), log() or tanh()"),
+                dot.span,
+            )
+        span = (dot.start, name.end)
+        if name.text in ("data", "grad"):
+            message = _(
+                ".{attribute} is not needed: the response already carries every value and gradient",
+                attribute=name.text,
+            )
+            raise ExpressionError("unsupported_syntax", message, span)
+        if name.text not in _METHODS:
+            message = _(
+                "'.{attribute}' is not supported: the methods are relu(), exp(), log() and "
+                "tanh(), and name.backward() on a line of its own",
+                attribute=name.text,
+            )
+            raise ExpressionError("unsupported_syntax", message, span)
+        opening, closing = self.stream.next(), self.stream.next()
+        if opening.kind != "(":
+            message = _("write .{method}() with parentheses", method=name.text)
+            raise ExpressionError("unsupported_syntax", message, span)
+        if name.text == "backward":
+            message = _("backward() names the output on a line of its own: write name.backward()")
+            raise ExpressionError("unsupported_syntax", message, (dot.start, closing.end))
+        if closing.kind != ")":
+            message = _(
+                "{function}() takes no arguments as a method: write x.{function}()",
+                function=name.text,
+            )
+            end = self.text.find(")", closing.start)
+            raise ExpressionError(
+                "wrong_arity", message, (dot.start, closing.end if end < 0 else end + 1)
+            )
+        self.operands.pop()
+        self.operands.append(
+            self.program.make(name.text, (operand,), (operand.span[0], closing.end))
         )
+        self.end = closing.end
 
     def juxtaposition(self, token: Token, previous: Token | None) -> ExpressionError:
         """Two operands with no operator between them: say what was probably meant."""
@@ -495,65 +1105,80 @@ class _Parser:
         touching = previous.end == token.start
         if previous.kind == "number" and touching:
             if token.kind == "number":  # `1.5.2`
-                return ExpressionError("unexpected_token", f"'{left}{right}' is not a number", span)
+                message = _("'{text}' is not a number", text=left + right)
+                return ExpressionError("unexpected_token", message, span)
             if left == "0" and right[0] in "xXoObB":
                 return ExpressionError(
                     "unsupported_syntax",
-                    "hexadecimal, octal and binary numbers are not supported",
+                    _("hexadecimal, octal and binary numbers are not supported"),
                     span,
                 )
             if right[0] == "_":
                 return ExpressionError(
-                    "unsupported_syntax", "digit separators (_) are not supported in numbers", span
+                    "unsupported_syntax",
+                    _("digit separators (_) are not supported in numbers"),
+                    span,
                 )
             if right[0] in "eE" and "e" not in left.lower():
-                return ExpressionError(
-                    "implicit_multiplication",
-                    f"'{left}{right}' is not a number: an exponent needs digits, like {left}e3; "
-                    f"to multiply, write {left}*{right}",
-                    span,
+                message = _(
+                    "'{text}' is not a number: an exponent needs digits, like {number}e3; to "
+                    "multiply, write {number}*{name}",
+                    text=left + right,
+                    number=left,
+                    name=right,
                 )
+                return ExpressionError("implicit_multiplication", message, span)
         for word in (left, right):  # `lambda x`, `a if b else c`, `a and b`
             if keyword.iskeyword(word):
-                return ExpressionError(
-                    "unsupported_syntax",
-                    f"Python's '{word}' is not part of the expression language",
-                    span,
-                )
+                message = _("Python's '{word}' is not part of the expression language", word=word)
+                return ExpressionError("unsupported_syntax", message, span)
         if token.kind == "(":
             right = "(...)"
         if previous.kind == "number":
-            return ExpressionError(
-                "implicit_multiplication",
-                f"implicit multiplication is not supported: write {left}*{right}",
-                span,
+            message = _(
+                "implicit multiplication is not supported: write {left}*{right}",
+                left=left,
+                right=right,
             )
+            return ExpressionError("implicit_multiplication", message, span)
         if previous.kind == ")":
             left = "(...)"
-        return ExpressionError(
-            "implicit_multiplication",
-            f"two operands side by side: write {left}*{right} to multiply",
-            span,
+        message = _(
+            "two operands side by side: write {left}*{right} to multiply", left=left, right=right
         )
+        return ExpressionError("implicit_multiplication", message, span)
 
     def finish_call(self, opener: _Pending, closer: Token) -> None:
         # `arguments` counts the commas seen; one more argument ends at ')'.
         count = opener.arguments + 1
         span = (opener.start, closer.end)
         if count != 1:
-            raise ExpressionError(
-                "wrong_arity",
-                f"{opener.op}() takes exactly one argument ({count} given)",
-                span,
-            )
+            raise _arity(opener, count, span)
+        if opener.op == _DECLARE:
+            value = self.operands.pop()
+            assert self.declaring is not None
+            if self.declared is not None:
+                raise ExpressionError(
+                    "unsupported_syntax",
+                    _("Value(...) declares an input on a line of its own: name = Value(number)"),
+                    span,
+                )
+            self.declared = self.program.declare(self.declaring, value, span)
+            self.operands.append(self.declared)
+            return
         self.apply(opener.op, 1, span)
 
     def push(self, entry: _Pending) -> None:
         self.pending.append(entry)
+        if entry.kind in ("paren", "call"):
+            self.brackets += 1
         if len(self.pending) > self.limits.max_depth:
             raise LimitExceeded(
                 "nesting_too_deep",
-                f"the expression nests deeper than {self.limits.max_depth} levels",
+                _(
+                    "the expression nests deeper than {maximum} levels",
+                    maximum=self.limits.max_depth,
+                ),
                 entry.token.span,
                 "max_depth",
                 self.limits.max_depth,
@@ -566,19 +1191,13 @@ class _Parser:
             if entry.op == "pos":  # unary plus changes nothing and adds no node
                 operand.span = (entry.start, operand.span[1])
                 return
-            self.apply("neg", 1, (entry.start, operand.span[1]))
+            self.apply(entry.op, 1, (entry.start, operand.span[1]))
             return
         left, right = self.operands[-2], self.operands[-1]
         span = (left.span[0], right.span[1])
         if entry.op == "**":
             if not right.is_constant:
-                raise ExpressionError(
-                    "variable_exponent",
-                    "the exponent must be a constant: this engine's `**` differentiates only the "
-                    "base, so a variable exponent would silently get a zero gradient"
-                    + ("" if left.is_constant else "; write exp(log(base) * exponent) instead"),
-                    right.span,
-                )
+                raise _variable_exponent(left, right)
             self.operands.pop()
             self.apply("**", 1, span, exponent=right.value)
             return
@@ -587,71 +1206,103 @@ class _Parser:
     def apply(self, op: str, arity: int, span: Span, exponent: float | None = None) -> None:
         args = tuple(self.operands[-arity:])
         del self.operands[-arity:]
-        if all(arg.is_constant for arg in args):
-            node = Node("operation", span, op=op, args=args, exponent=exponent)
-            self.operands.append(Node("constant", span, value=self.fold(node)))
-            return
-        shape = "".join("c" if arg.is_constant else "v" for arg in args)
-        self.node_count += _PRIMITIVE_NODES[op, shape]
-        if self.node_count > self.limits.max_nodes:
-            raise LimitExceeded(
-                "too_many_nodes",
-                f"the expression would build more than {self.limits.max_nodes} graph nodes",
-                span,
-                "max_nodes",
-                self.limits.max_nodes,
-            )
-        self.operands.append(Node("operation", span, op=op, args=args, exponent=exponent))
+        self.operands.append(self.program.make(op, args, span, exponent))
 
     def constant(self, token: Token) -> Node:
         value = float(token.text)
-        self.check_magnitude(value, token.span, f"the number {token.text}")
+        self.program.check_magnitude(value, token.span, "number", token.text)
         return Node("constant", token.span, value=value)
 
-    def fold(self, node: Node) -> float:
-        """A constant subexpression's value, computed once as Python would, within bounds."""
-        if node.op == "**":
-            base = node.args[0].value
-            assert node.exponent is not None
-            # log10 of the result, known before computing it: `9 ** 9 ** 9` is refused at once.
-            if base != 0 and node.exponent * math.log10(abs(base)) > math.log10(
-                self.limits.max_constant_magnitude
-            ):
-                self.check_magnitude(math.inf, node.span, "this power")
-        try:
-            value = _fold(node.op, node.exponent, *(arg.value for arg in node.args))
-        except DomainError as error:
-            raise error.located(None, node.span) from None
-        self.check_magnitude(value, node.span, "this constant")
-        return value
 
-    def check_magnitude(self, value: float, span: Span, what: str) -> None:
-        bound = self.limits.max_constant_magnitude
-        if not abs(value) <= bound:
-            raise LimitExceeded(
-                "constant_too_large",
-                f"{what} is larger in magnitude than the largest constant allowed ({bound:g})",
-                span,
-                "max_constant_magnitude",
-                bound,
-            )
+def _no_call(token: Token) -> ExpressionError:
+    return ExpressionError(
+        "unexpected_token", _("',' separates arguments, but there is no call here"), token.span
+    )
 
 
-def _skip_space(text: str, pos: int) -> int:
-    while pos < len(text) and text[pos] in " \t\r\n":
-        pos += 1
-    return pos
+def _arity(opener: _Pending, count: int, span: Span) -> ExpressionError:
+    message = _(
+        "{function}() takes exactly one argument ({count} given)",
+        function=opener.op,
+        count=count,
+    )
+    return ExpressionError("wrong_arity", message, span)
 
 
-def parse(text: str, limits: Limits = DEFAULT_LIMITS) -> ParsedExpression:
-    """Parse untrusted `text` into a syntax tree, or raise an `ExpressionError` saying where."""
+def _misplaced(token: Token) -> ExpressionError:
+    if token.kind == "=":
+        message = _("only a name can be assigned to, at the start of a statement: name = ...")
+    elif token.kind == "==":
+        message = _("comparisons are not part of the expression language")
+    elif token.kind == "augmented":
+        message = _(
+            "{operator} assigns, so it must follow a name at the start of a statement",
+            operator=token.text,
+        )
+    else:  # pragma: no cover - every other token kind is handled by the caller
+        message = _("unexpected '{text}'", text=token.text)
+    return ExpressionError("unsupported_syntax", message, token.span)
+
+
+def _unknown_function(token: Token, opening: Token) -> ExpressionError:
+    name, span = token.text, (token.start, opening.end)
+    functions = ", ".join(FUNCTIONS)
+    if name == "print":
+        message = _("print() is not needed: the response already carries every value and gradient")
+    elif name.isidentifier() and not keyword.iskeyword(name):
+        message = _(
+            "'{name}' is not a supported function; the functions are {functions} (if {name} is "
+            "a variable, write {name}*(...) to multiply)",
+            name=name,
+            functions=functions,
+        )
+    else:
+        message = _(
+            "'{name}' is not a supported function; the functions are {functions}",
+            name=name,
+            functions=functions,
+        )
+    return ExpressionError("unknown_function", message, span)
+
+
+def _variable_exponent(left: Node, right: Node) -> ExpressionError:
+    if left.is_constant:
+        message = _(
+            "the exponent must be a constant: this engine's `**` differentiates only the base, "
+            "so a variable exponent would silently get a zero gradient"
+        )
+    else:
+        message = _(
+            "the exponent must be a constant: this engine's `**` differentiates only the base, "
+            "so a variable exponent would silently get a zero gradient; write "
+            "exp(log(base) * exponent) instead"
+        )
+    return ExpressionError("variable_exponent", message, right.span)
+
+
+def parse(
+    text: str, limits: Limits = DEFAULT_LIMITS, output: str | None = None
+) -> ParsedExpression:
+    """Parse untrusted `text` into a syntax tree, or raise an `ExpressionError` saying where.
+
+    `output` names the program's output, overriding `name.backward()` and the last statement.
+    """
     if len(text) > limits.max_expression_length:
         raise LimitExceeded(
             "expression_too_long",
-            f"the expression is {len(text)} characters long; the limit is "
-            f"{limits.max_expression_length}",
+            _(
+                "the expression is {length} characters long; the limit is {maximum}",
+                length=len(text),
+                maximum=limits.max_expression_length,
+            ),
             (limits.max_expression_length, len(text)),
             "max_expression_length",
             limits.max_expression_length,
-        )
-    return _Parser(text, limits).parse()
+        ).at(text)
+    try:
+        return _Program(text, limits).parse(output)
+    except (ExpressionError, DomainError) as error:
+        raise error.at(text) from None
+
+
+__all__ = ["Lines", "Node", "ParsedExpression", "line_column", "parse", "postorder"]

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING
 
 import sympy
+
+from service.operations import BY_NAME
 
 if TYPE_CHECKING:
     from service.parser import Node
@@ -33,33 +36,20 @@ def number(value: float) -> sympy.Expr:
     return sympy.Float(value, 17)
 
 
-_FUNCTIONS = {"exp": sympy.exp, "log": sympy.log, "tanh": sympy.tanh, "relu": relu}
+# The functions the operation table's sympy forms call, by the language's names.
+exp, log, tanh = sympy.exp, sympy.log, sympy.tanh
 
 
 def from_tree(postorder: list[Node], root: Node) -> sympy.Expr:
     """Build the expression bottom-up, one tree node at a time (no recursion, no text)."""
+    forms = sys.modules[__name__]
     built: dict[Node, sympy.Expr] = {}
     for node in postorder:
         if node.kind == "variable":
             built[node] = sympy.Symbol(node.name, real=True)
-            continue
-        if node.kind == "constant":
+        elif node.kind == "constant":
             built[node] = number(node.value)
-            continue
-        args = [built[arg] for arg in node.args]
-        if node.op == "+":
-            built[node] = args[0] + args[1]
-        elif node.op == "-":
-            built[node] = args[0] - args[1]
-        elif node.op == "*":
-            built[node] = args[0] * args[1]
-        elif node.op == "/":
-            built[node] = args[0] / args[1]
-        elif node.op == "neg":
-            built[node] = -args[0]
-        elif node.op == "**":
-            assert node.exponent is not None
-            built[node] = args[0] ** number(node.exponent)
         else:
-            built[node] = _FUNCTIONS[node.op](args[0])
+            operands = [built[arg] for arg in node.args]
+            built[node] = BY_NAME[node.op].sympy_form(forms, node.exponent, *operands)
     return built[root]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,10 +12,11 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from service.api.config import DEFAULTS
+from service.api.examples import GRADIENTS_REQUEST
 from service.app import create_app
 
-# The lesson every front end starts with: (a + b) * c at a=2, b=-3, c=10.
-LESSON: dict[str, Any] = {"expression": "(a + b) * c", "bindings": {"a": 2, "b": -3, "c": 10}}
+# The lesson every front end starts with, as the spec shows it: (a + b) * c at a=2, b=-3, c=10.
+LESSON: dict[str, Any] = GRADIENTS_REQUEST
 LESSON_VALUE = -10
 LESSON_GRADIENTS = {"a": 10, "b": 10, "c": -1}
 
@@ -26,6 +28,7 @@ SMALL_LIMITS = {
     "MAX_EXPRESSION_LENGTH": 200,
     "MAX_DEPTH": 5,
     "MAX_NODES": 12,
+    "MAX_STATEMENTS": 5,
     "MAX_IDENTIFIER_LENGTH": 8,
     "MAX_CONSTANT_MAGNITUDE": 1000,
     "MAX_BINDINGS": 3,
@@ -33,8 +36,14 @@ SMALL_LIMITS = {
 }
 
 
-def at(start: int, end: int) -> dict[str, int]:
-    return {"start": start, "end": end}
+def at(start: int, end: int, line: int = 1, column: int | None = None) -> dict[str, int]:
+    """A problem's position: single-line expressions start on line 1, at column start + 1."""
+    return {
+        "start": start,
+        "end": end,
+        "line": line,
+        "column": start + 1 if column is None else column,
+    }
 
 
 # The core's refusals under SMALL_LIMITS, one of each kind: kind, expression, bindings and the
@@ -80,6 +89,20 @@ CORE: list[tuple[str, str, dict[str, Any], dict[str, Any]]] = [
         {},
         {"limit": "max_constant_magnitude", "maximum": 1000, "position": at(4, 8)},
     ),
+    (
+        "too-many-statements",
+        "a = x\nb = a\nc = b\nd = c\ne = d\nf = e",
+        {"x": 1},
+        {"limit": "max_statements", "maximum": 5, "position": at(30, 31, line=6, column=1)},
+    ),
+    ("function-name", "exp + 1", {}, {"position": at(0, 3)}),
+    (
+        "used-before-assignment",
+        "y = x * 2\nx = Value(1.0)",
+        {},
+        {"position": at(4, 5)},
+    ),
+    ("unknown-output", "y = x * 2", {"x": 1}, {"variables": ["z"]}),
     ("unbound-variables", "(a + b) * c", {"a": 2, "b": -3}, {"variables": ["c"]}),
     ("unknown-variables", "a", {"a": 1, "b": 2, "z": 3}, {"variables": ["b", "z"]}),
     ("too-many-bindings", "a+b+c+d", dict.fromkeys("abcd", 1), {"variables": []}),
@@ -127,3 +150,18 @@ def check_lesson(client: FlaskClient, headers: Mapping[str, str] | None = None) 
     assert document["value"] == LESSON_VALUE
     assert document["gradients"] == LESSON_GRADIENTS
     return document
+
+
+SLOW_MODULE = "pytestmark = pytest.mark.slow"  # how a module marks all its tests slow
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    # The fast loop (`-m "not slow"`) does not even import a module that is slow as a whole:
+    # building its cases (the schemathesis run, hundreds of hostile bodies) takes seconds.
+    if "not slow" not in (config.option.markexpr or ""):
+        return None
+    if collection_path.suffix == ".py" and collection_path.name.startswith("test_"):
+        lines = collection_path.read_text(encoding="utf-8").splitlines()
+        if any(line.startswith(SLOW_MODULE) for line in lines):
+            return True
+    return None

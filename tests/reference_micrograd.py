@@ -10,6 +10,7 @@ tests share, with bindings chosen so that most of them evaluate without a domain
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -319,3 +320,127 @@ def cases(draw: st.DrawFn, max_depth: int = 4) -> Case:
     magnitude = st.floats(min_value=0.1, max_value=2.5, allow_nan=False, allow_infinity=False)
     sign = st.sampled_from((1.0, -1.0))
     return Case(text, {name: draw(sign) * draw(magnitude) for name in used})
+
+
+# -- programs ----------------------------------------------------------------------------------
+
+
+def run_program(
+    text: str, bindings: Mapping[str, float], output: str | None = None
+) -> tuple[Any, list[Value], dict[str, Value]]:
+    """A program run as Python with micrograd's `Value`: (output, declared inputs, bound inputs).
+
+    Test-only: the text comes from the tests, never from a user. `name.backward()` runs
+    micrograd's backward as written and names the output; otherwise `output` names it and its
+    backward runs here. Declared inputs (`Value(number)`) are listed in the order made.
+    """
+    called: list[Value] = []
+    declared: list[Value] = []
+    original = Value.backward
+
+    def backward(self: Value) -> list[Value]:
+        called.append(self)
+        return original(self)
+
+    def declare(data: Number) -> Value:
+        declared.append(Value(data))
+        return declared[-1]
+
+    variables = {name: Value(float(value)) for name, value in bindings.items()}
+    namespace: dict[str, object] = {"__builtins__": {}, "Value": declare, **FUNCTIONS, **variables}
+    Value.backward = backward  # type: ignore[method-assign]
+    try:
+        exec(text, namespace)
+    finally:
+        Value.backward = original  # type: ignore[method-assign]
+    if output is not None:
+        result = namespace[output]
+        if isinstance(result, Value):
+            result.backward()
+    else:
+        (result,) = called
+    return result, declared, variables
+
+
+@dataclass(frozen=True)
+class ProgramCase:
+    """A program text, bindings for its undeclared inputs, and the name of its output."""
+
+    text: str
+    bindings: dict[str, float]
+    output: str
+
+
+@st.composite
+def programs(draw: st.DrawFn, max_statements: int = 8) -> ProgramCase:
+    """A random program: declared and bound inputs, then assignments that share, rebind and
+    augment names, then `out = ...` over what was built.
+
+    Values stay moderate (tanh and relu bound them, divisors are `x ** 2 + c`), so few examples
+    end in a domain error; callers `assume` those away.
+    """
+    lines: list[str] = []
+    bound: list[str] = []  # names a statement may read
+    assigned: list[str] = []  # names the program assigns: only these may be rebound
+    bindings: dict[str, float] = {}
+    magnitude = st.floats(min_value=0.1, max_value=2.0, allow_nan=False, allow_infinity=False)
+    for name in draw(st.lists(st.sampled_from(("a", "b", "x", "w")), min_size=1, unique=True)):
+        value = draw(st.sampled_from((1.0, -1.0))) * draw(magnitude)
+        if draw(st.booleans()):
+            lines.append(f"{name} = Value({value!r})")
+            assigned.append(name)
+        else:
+            bindings[name] = value
+        bound.append(name)
+
+    def leaf() -> str:
+        if draw(st.integers(0, 3)) == 0:
+            return draw(st.sampled_from(CONSTANTS))
+        return draw(st.sampled_from(bound))
+
+    def expression(depth: int) -> str:
+        kind = draw(st.sampled_from(("leaf", "+", "-", "*", "/", "neg", "method", "call", "pow")))
+        if depth == 0 or kind == "leaf":
+            return leaf()
+        left, right = expression(depth - 1), expression(depth - 1)
+        if kind in ("+", "-", "*"):
+            return f"({left} {kind} {right})"
+        if kind == "/":
+            return f"({left} / ({right} ** 2 + 0.5))"
+        if kind == "neg":
+            return f"(-{left})"
+        if kind == "pow":
+            return f"({left}) ** {draw(st.sampled_from(('2', '3', '-1')))}"
+        function = draw(st.sampled_from(("tanh", "relu", "exp")))
+        argument = f"({left}).tanh()" if function == "exp" else f"({left})"
+        if kind == "method":
+            return f"{argument}.{function}()"
+        return f"{function}({argument})"
+
+    for i in range(draw(st.integers(1, max_statements))):
+        form = draw(st.sampled_from(("new", "new", "rebind", "augment", "alias")))
+        right = expression(draw(st.integers(0, 2)))
+        if form == "new" or not assigned:
+            target = f"t{i}"
+            lines.append(f"{target} = {right}")
+            bound.append(target)
+            assigned.append(target)
+        elif form == "rebind":
+            lines.append(f"{draw(st.sampled_from(assigned))} = {right}")
+        elif form == "augment":
+            target = draw(st.sampled_from(assigned))
+            operator = draw(st.sampled_from(("+=", "-=", "*=", "/=")))
+            divisor = f"({right}) ** 2 + 1" if operator == "/=" else right
+            lines.append(f"{target} {operator} {divisor}")
+        else:
+            target = f"t{i}"
+            lines.append(f"{target} = {draw(st.sampled_from(bound))}")
+            bound.append(target)
+            assigned.append(target)
+    uses = draw(st.lists(st.sampled_from(bound), min_size=1, max_size=4))
+    lines.append("out = " + " + ".join(f"{name} * {k + 1}" for k, name in enumerate(uses)))
+    separator = draw(st.sampled_from(("\n", "\n", "; ", "\n\n# note\n")))
+    text = separator.join(lines)
+    # only the inputs the program reads: a binding for a name it never mentions is refused
+    read = {name: value for name, value in bindings.items() if re.search(rf"\b{name}\b", text)}
+    return ProgramCase(text, read, "out")

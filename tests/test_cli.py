@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import LESSON, LESSON_GRADIENTS, LESSON_VALUE, make_app
+from conftest import LESSON, LESSON_GRADIENTS, LESSON_VALUE, at, make_app
 
 from service.cli import main
 
@@ -63,15 +63,15 @@ def test_an_expression_starting_with_a_minus_sign(capsys: pytest.CaptureFixture[
 @pytest.mark.parametrize(
     ("argv", "kind", "members"),
     [
-        (["eval", "a +", "a=1"], "unexpected-end", {"position": {"start": 3, "end": 3}}),
-        (["eval", "2a", "a=1"], "implicit-multiplication", {"position": {"start": 0, "end": 2}}),
+        (["eval", "a +", "a=1"], "unexpected-end", {"position": at(3, 3)}),
+        (["eval", "2a", "a=1"], "implicit-multiplication", {"position": at(0, 2)}),
         (["eval", "a * b", "a=1"], "unbound-variables", {"variables": ["b"]}),
         (["eval", "a", "a=1", "b=2"], "unknown-variables", {"variables": ["b"]}),
         (["eval", "a", "a=nan"], "invalid-binding", {"variables": ["a"]}),
         (
             ["eval", "b + log(a)", "a=0", "b=1"],
             "log-domain",
-            {"node": 2, "position": {"start": 4, "end": 10}},
+            {"node": 2, "position": at(4, 10)},
         ),
     ],
 )

@@ -50,6 +50,7 @@ def test_each_limit_is_described_once_and_everything_else_derives_from_it(
 ) -> None:
     # A setting for every limit, with the limit's own default and meaning.
     for field in fields(Limits):
+        assert Limits.meaning(field.name), f"declare {field.name} with limit(default, meaning)"
         setting = SETTINGS[field.name.upper()]
         assert setting.default == field.default == DEFAULTS[setting.name]
         assert setting.meaning == Limits.meaning(field.name)
@@ -123,4 +124,5 @@ def test_variables_for_the_server_are_not_the_apps_concern(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("AUTOGRAD_WORKERS", "3")  # gunicorn.conf.py reads it
+    monkeypatch.setenv("AUTOGRAD_REPLICA_WORKERS", "2")  # docker-compose.yml reads it
     assert create_app({"TESTING": True}).extensions["autograd"]

@@ -58,7 +58,7 @@ def test_graph_returns_the_structure_without_numbers(client: FlaskClient) -> Non
 def test_graph_of_a_syntax_error_gives_its_position(client: FlaskClient) -> None:
     response = client.post("/v1/graph", json={"expression": "(a + b"})
     assert response.status_code == 422
-    assert strict(response.data)["position"] == {"start": 0, "end": 1}
+    assert strict(response.data)["position"] == {"start": 0, "end": 1, "line": 1, "column": 1}
 
 
 def test_operations_lists_every_operation_and_the_default_limits(client: FlaskClient) -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from service.errors import BindingError, DomainError
@@ -36,6 +34,7 @@ def test_the_cache_is_bounded_by_entries() -> None:
     assert evaluator.cache_info()["hits"] == 1
 
 
+@pytest.mark.slow
 def test_the_cache_is_bounded_by_graph_nodes() -> None:
     evaluator = Evaluator(cache_size=100, cache_nodes=2_500)
     for offset in range(5):
@@ -55,16 +54,15 @@ def test_a_disabled_cache_keeps_nothing() -> None:
     assert evaluator.cache_info()["entries"] == 0
 
 
-def test_checking_many_bindings_takes_linear_time() -> None:
-    # 5,000 variables: a name lookup per binding, not a scan of every variable per binding.
+@pytest.mark.slow
+def test_an_unknown_binding_among_thousands_is_named() -> None:
+    # How the check scales with the number of bindings is measured by bench/linear.py.
     expression = _sum(5_000)
     evaluator = Evaluator()
     bindings = {f"x{i}": 1.0 for i in range(5_000)}
     evaluator.compile(expression)
-    started = time.perf_counter()
     with pytest.raises(BindingError) as raised:
         evaluator.evaluate(expression, {**bindings, "typo": 1.0})
-    assert time.perf_counter() - started < 1.0
     assert raised.value.variables == ["typo"]
     assert evaluator.evaluate(expression, bindings)["value"] == 5_000.0
 

@@ -109,7 +109,7 @@ SYMPY_NAMES = [
 PYTHON_SYNTAX = {
     "attribute": ("a.real", "unsupported-syntax"),
     "dunder-attribute": ("a.__class__.__mro__", "unsupported-syntax"),
-    "function-attribute": ("exp.__globals__", "unsupported-syntax"),
+    "function-attribute": ("exp.__globals__", "function-name"),
     "call-result-attribute": ("exp(a).__class__", "unsupported-syntax"),
     "empty-tuple-escape": ("().__class__.__bases__[0].__subclasses__()", "unexpected-token"),
     "subscript": ("a[0]", "unsupported-syntax"),
@@ -124,9 +124,18 @@ PYTHON_SYNTAX = {
     "lambda-colon": ("lambda: a", "unsupported-syntax"),
     "lambda-argument": ("lambda x: x", "unsupported-syntax"),
     "walrus": ("(a := 1)", "unsupported-syntax"),
-    "assignment": ("a = 1", "unsupported-syntax"),
-    "augmented-assignment": ("a += 1", "unsupported-syntax"),
-    "statements": ("a; a", "unsupported-syntax"),
+    "assignment-to-call": ("exp(a) = 1", "unsupported-syntax"),
+    "assignment-to-function": ("exp = a", "function-name"),
+    "augmented-assignment-unassigned": ("a += 1", "used-before-assignment"),
+    "read-before-assignment": ("b = a * 2\na = b", "used-before-assignment"),
+    "statements-with-import": ("a; import os", "unsupported-syntax"),
+    "print": ("print(a)", "unknown-function"),
+    "data-attribute": ("a.data", "unsupported-syntax"),
+    "grad-attribute": ("a = Value(1.0)\na.grad", "unsupported-syntax"),
+    "def": ("def f(x): return x", "unsupported-syntax"),
+    "for": ("for i in a: a", "unsupported-syntax"),
+    "if-statement": ("if a: a", "unsupported-syntax"),
+    "value-call-inside": ("b = 2 * Value(a)", "unsupported-syntax"),
     "import": ("import os", "unsupported-syntax"),
     "from-import": ("from os import system", "unsupported-syntax"),
     "not": ("not a", "unsupported-syntax"),
@@ -147,7 +156,6 @@ PYTHON_SYNTAX = {
     "star": ("*a", "unexpected-token"),
     "double-star": ("**a", "unexpected-token"),
     "trailing-comma": ("a,", "unexpected-token"),
-    "comment": ("a # comment", "unsupported-syntax"),
     "backslash": ("a \\\n+ a", "unsupported-syntax"),
     "backtick": ("`a`", "unsupported-syntax"),
     "dollar": ("$a", "unsupported-syntax"),
@@ -522,7 +530,7 @@ PROTOCOL = [
                  id="unknown-field-dunder"),
     pytest.param(raw(_json({**LESSON, "limits": {"max_nodes": 10**9}}), "validation-error",
                      422), id="unknown-field-limits"),
-    pytest.param(raw(_json({"expression": "a"}), "validation-error", 422),
+    pytest.param(raw(_json({"expression": "a"}), "unbound-variables", 422),
                  id="missing-bindings"),
     pytest.param(raw(_json({"bindings": {"a": 1}}), "validation-error", 422),
                  id="missing-expression"),
@@ -786,7 +794,7 @@ def test_limits_are_configurable_and_reported() -> None:
     """Each limit can be lowered in the configuration; the lower bound is enforced and reported."""
     small = {"MAX_EXPRESSION_LENGTH": 50, "MAX_DEPTH": 3, "MAX_NODES": 10,
              "MAX_IDENTIFIER_LENGTH": 4, "MAX_CONSTANT_MAGNITUDE": 1000.0, "MAX_BINDINGS": 2,
-             "MAX_BODY_BYTES": 2000}  # fmt: skip
+             "MAX_STATEMENTS": 3, "MAX_BODY_BYTES": 2000}  # fmt: skip
     client = make_app(testing=False, **small).test_client()
     limits = client.get("/v1/operations").get_json()["limits"]
     assert {name.lower(): value for name, value in small.items()} == limits
@@ -796,6 +804,7 @@ def test_limits_are_configurable_and_reported() -> None:
         gradients(_sum(11), "too-many-nodes"),
         gradients("abcde", "identifier-too-long"),
         gradients("1001 * a", "constant-too-large"),
+        gradients("a = x; b = a; c = b; d = c", "too-many-statements"),
         raw(_json({"expression": "a", "bindings": {"a": 1, "b": 2, "c": 3}}),
             "too-many-bindings", 422),
         raw(_json({"expression": "a" * 2000, "bindings": {}}), "body-too-large", 413),

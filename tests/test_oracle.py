@@ -54,6 +54,7 @@ def central_difference(case: Case, name: str, h: float) -> float | None:
     return (values[0] - values[1]) / (2 * h)
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(cases())
 @example(Case("(a + b) * c", {"a": 2.0, "b": -3.0, "c": 10.0}))

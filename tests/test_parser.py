@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from hypothesis import HealthCheck, assume, given, note, settings
 from hypothesis import strategies as st
@@ -152,15 +150,14 @@ def test_variables_in_order_of_first_appearance() -> None:
         # Python that must never run: each is refused by the grammar before anything happens.
         ("__import__('os')", "unknown_function", (0, 11)),
         ("().__class__", "unexpected_token", (0, 2)),
-        ("a.b", "unsupported_syntax", (1, 2)),
+        ("a.b", "unsupported_syntax", (1, 3)),
         ("lambda x: x", "unsupported_syntax", (0, 8)),
         ("'a'", "unsupported_syntax", (0, 1)),
         ('"a"', "unsupported_syntax", (0, 1)),
         ("a[0]", "unsupported_syntax", (1, 2)),
         ("a < b", "unsupported_syntax", (2, 3)),
-        ("a == b", "unsupported_syntax", (2, 3)),
-        ("a=1", "unsupported_syntax", (1, 2)),
-        ("a;b", "unsupported_syntax", (1, 2)),
+        ("a == b", "unsupported_syntax", (2, 4)),
+        ("a + 1 = 2", "unsupported_syntax", (6, 7)),
         ("{a}", "unsupported_syntax", (0, 1)),
         ("print(a)", "unknown_function", (0, 6)),
         ("exp(a)(b)", "implicit_multiplication", (5, 7)),
@@ -187,10 +184,8 @@ def test_variables_in_order_of_first_appearance() -> None:
     ],
 )
 def test_rejected(text: str, kind: str, span: tuple[int, int]) -> None:
-    start = time.perf_counter()
     with pytest.raises(ExpressionError) as raised:
         parse(text)
-    assert time.perf_counter() - start < 1.0  # refused at once, whatever the size
     error = raised.value
     assert (error.kind, error.span) == (kind, span), error.message
     assert kind in EXPRESSION_KINDS + LIMIT_KINDS
@@ -274,6 +269,7 @@ def test_sign_and_power_precedence_values() -> None:
     assert evaluate("a^2^3", at)["value"] == 3.0**8 == evaluate("a**8", at)["value"]
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(cases())
 def test_node_count_is_the_primitive_graph_size(case: Case) -> None:
@@ -298,7 +294,6 @@ ALPHABET = [
 
 
 def parses_or_refuses(text: str) -> None:
-    start = time.perf_counter()
     try:
         parse(text)
     except (ExpressionError, DomainError) as error:
@@ -306,16 +301,103 @@ def parses_or_refuses(text: str) -> None:
         assert error.kind in EXPRESSION_KINDS + LIMIT_KINDS + DOMAIN_KINDS
         assert error.span is not None
         assert 0 <= error.span[0] <= error.span[1] <= len(text)
-    assert time.perf_counter() - start < 1.0
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.text(max_size=120))
 def test_any_text_parses_or_is_refused(text: str) -> None:
     parses_or_refuses(text)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.sampled_from(ALPHABET), max_size=60))
 def test_any_token_stream_parses_or_is_refused(tokens: list[str]) -> None:
     parses_or_refuses("".join(tokens))
+
+
+# -- cases a mutation run found untested -------------------------------------------------------
+
+
+@pytest.mark.parametrize("text", ["a ** 1", "a ** 2", "a ^ 1", "a ** 3"])
+@pytest.mark.parametrize("granularity", ["operator", "primitive"])
+def test_integer_powers_at_zero_succeed(text: str, granularity: str) -> None:
+    document = evaluate(text, {"a": 0.0}, granularity)
+    assert document["value"] == 0.0
+    assert document["gradients"] == {"a": 1.0 if text.endswith("1") else 0.0}
+
+
+def test_a_unary_plus_starts_the_span() -> None:
+    root = parse("+a * b").root
+    assert (root.op, root.span) == ("*", (0, 6))
+    assert evaluate("+a * b", {"a": 2, "b": 3})["graph"]["nodes"][-1]["span"] == [0, 6]
+
+
+def test_a_folded_power_exactly_at_the_constant_limit_is_accepted() -> None:
+    root = parse("a * 10 ** 300").root
+    assert root.args[1].value == 1e300
+    assert evaluate("a * 10 ** 300", {"a": 1.0})["value"] == 1e300
+    with pytest.raises(LimitExceeded):
+        parse("a * 10 ** 301")
+
+
+@pytest.mark.parametrize("text", ["exp\t(a)", "exp \t (a)", "exp\n(a)"])
+def test_space_between_a_function_and_its_argument(text: str) -> None:
+    assert written(parse(text).root) == "exp(a)"
+
+
+@pytest.mark.parametrize(
+    ("text", "span", "message"),
+    [
+        ("relu", (0, 4), "relu is a function: write relu(x)"),
+        ("exp + 1", (0, 3), "exp is a function: write exp(x)"),
+        ("log * a", (0, 3), "log is a function: write log(x)"),
+        ("a * tanh", (4, 8), "tanh is a function: write tanh(x)"),
+        ("exp x", (0, 5), "exp is a function: write exp(x)"),
+        ("2 * log y", (4, 9), "log is a function: write log(y)"),
+        ("Value + 1", (0, 5), "Value is a function: write Value(x)"),
+    ],
+)
+def test_function_names_are_not_variables(text: str, span: tuple[int, int], message: str) -> None:
+    with pytest.raises(ExpressionError) as raised:
+        parse(text)
+    assert (raised.value.kind, raised.value.span) == ("function_name", span)
+    assert raised.value.message == message
+
+
+@pytest.mark.parametrize(
+    ("char", "ascii"),
+    [
+        ("\u00d7", "*"),
+        ("\u00b7", "*"),
+        ("\u22c5", "*"),
+        ("\u00f7", "/"),
+        ("\u2212", "-"),
+        ("\u2013", "-"),
+    ],
+)
+def test_operator_lookalikes_suggest_the_ascii_operator(char: str, ascii: str) -> None:
+    with pytest.raises(ExpressionError) as raised:
+        parse(f"a {char} b")
+    assert (raised.value.kind, raised.value.span) == ("invalid_character", (2, 3))
+    assert f"did you mean '{ascii}'?" in raised.value.message
+
+
+def test_messages_are_translatable_templates() -> None:
+    from service.i18n import Message
+
+    with pytest.raises(ExpressionError) as raised:
+        parse("exp + 1")
+    message = raised.value.message
+    assert isinstance(message, Message)
+    assert message.template == "{name} is a function: write {name}(x)"
+    assert message.params == {"name": "exp"}
+
+
+def test_errors_carry_line_and_column() -> None:
+    with pytest.raises(ExpressionError) as raised:
+        parse("a = 1\nb = a +\n  * 2")
+    error = raised.value
+    assert (error.span, error.line, error.column) == ((16, 17), 3, 3)
+    assert error.as_dict()["line"] == 3

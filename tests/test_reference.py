@@ -59,6 +59,7 @@ def assert_same_graph(case: Case) -> None:
         assert document["gradients"][name] == pytest.approx(value.grad, rel=1e-9, abs=1e-300)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(cases())
 # Each derived operation, in every arrangement of constants, as Python dispatches it.

@@ -149,6 +149,7 @@ def sum_in_order(terms: list[float]) -> float:
     return total
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(cases())
 @example(Case("(a + b) * c", {"a": 2.0, "b": -3.0, "c": 10.0}))

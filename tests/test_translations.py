@@ -214,11 +214,15 @@ def test_feedback_and_exercises_speak_the_language_asked_for(client: FlaskClient
 
 
 def test_schema_violations_are_translated_too(client: FlaskClient) -> None:
-    body = {"expression": "a", "granularity": "x", "zz": 1}
+    body = {"granularity": "x", "zz": 1}
     problem = client.post("/v1/gradients", json=body, headers={"Accept-Language": "et"}).get_json()
-    assert problem["detail"] == "/bindings: Kohustuslik väli puudub. (ja veel 2)"
-    details = [error["detail"] for error in problem["errors"]]
-    assert details == ["Kohustuslik väli puudub.", "Lubatud väärtused: operator, primitive.",
-                       "Tundmatu väli."]  # fmt: skip
+    details = {error["pointer"]: error["detail"] for error in problem["errors"]}
+    assert details == {
+        "/expression": "Kohustuslik väli puudub.",
+        "/granularity": "Lubatud väärtused: operator, primitive.",
+        "/zz": "Tundmatu väli.",
+    }
+    assert problem["detail"].endswith("(ja veel 2)")
     english = client.post("/v1/gradients", json=body).get_json()
-    assert english["detail"] == "/bindings: Missing data for required field. (and 2 more)"
+    assert english["detail"].endswith("(and 2 more)")
+    assert {error["detail"] for error in english["errors"]} >= {"Missing data for required field."}

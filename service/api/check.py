@@ -45,5 +45,6 @@ def check_answers(body: dict[str, Any]) -> Response:
             body["answers"],
             body["tolerance"],
             body["reveal"],
+            body["output"],
         )
     )

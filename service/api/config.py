@@ -12,15 +12,17 @@ from service.limits import MEANING, Limits
 
 ENVIRONMENT_PREFIX = "AUTOGRAD"
 
-# Variables with the prefix that are not settings of the app: gunicorn.conf.py reads them.
-SERVER_VARIABLES = ("AUTOGRAD_WORKERS",)
+# Variables with the prefix that are not settings of the app: gunicorn.conf.py reads the first,
+# docker-compose.yml the second (the replicas' workers).
+SERVER_VARIABLES = ("AUTOGRAD_WORKERS", "AUTOGRAD_REPLICA_WORKERS")
 
 
-class ConfigurationError(RuntimeError):
+class ConfigurationError(RuntimeError, ValueError):
     """A setting the service cannot start with, said in one line.
 
     A RuntimeError because gunicorn reports one raised while it loads the app as a single
-    `Error: ...` line and exits with status 1, instead of printing a traceback.
+    `Error: ...` line and exits with status 1, instead of printing a traceback; a ValueError
+    because it is one, for callers of `create_app` that catch those.
     """
 
 
@@ -42,7 +44,7 @@ class Setting:
 SETTINGS: dict[str, Setting] = {
     setting.name: setting
     for setting in (
-        *(Setting(f.name.upper(), f.default, f.metadata[MEANING]) for f in fields(Limits)),
+        *(Setting(f.name.upper(), f.default, f.metadata.get(MEANING, "")) for f in fields(Limits)),
         Setting(
             "MAX_BODY_BYTES",
             1024 * 1024,

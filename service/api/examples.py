@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from service.errors import AutogradError
@@ -19,6 +20,69 @@ REFUSED: dict[str, tuple[str, dict[str, float]]] = {
     "unbound-variables": (LESSON_EXPRESSION, {"a": 2, "b": -3}),
     "log-domain": ("log(a + b) * c", {"a": 2, "b": -3, "c": 10}),
 }
+
+
+# The lesson's shipping cost as a program: every input declared, so no bindings are needed.
+SHIPPING_PROGRAM = """\
+base_fee = Value(50.0)          # base delivery fee
+weight = Value(3.0)             # parcel weight, kg
+distance = Value(12.0)          # distance, km
+discount = Value(-8.0)          # seasonal discount
+weight_fee = weight * 15.0
+distance_fee = distance * 2.0
+raw_cost = base_fee + weight_fee + distance_fee + discount
+cost = raw_cost.relu()
+"""
+PROGRAM_REQUEST = {"expression": SHIPPING_PROGRAM}
+# A program that reads one input from the bindings, and names its output.
+PROGRAM_WITH_BINDINGS_REQUEST = {
+    "expression": "x = Value(2.0)\nz = x * y + 1\nq = z.relu() + z * x\nq.backward()",
+    "bindings": {"y": -3.0},
+}
+
+
+def _plain(document: dict[str, Any]) -> dict[str, Any]:
+    """The document as plain JSON values: its sentences are translatable `Message`s."""
+    return json.loads(json.dumps(document))
+
+
+def request_examples(lesson: dict[str, Any]) -> dict[str, Any]:
+    """The named request examples of an endpoint: the lesson first, then programs."""
+    examples = {
+        "lesson": {"summary": "An expression", "value": lesson},
+        "program": {"summary": "A program with declared inputs", "value": PROGRAM_REQUEST},
+    }
+    if "bindings" in lesson:
+        examples["program-with-bindings"] = {
+            "summary": "A program with a bound input and backward()",
+            "value": PROGRAM_WITH_BINDINGS_REQUEST,
+        }
+    else:
+        examples["program-with-output"] = {
+            "summary": "A program whose output is named by the request",
+            "value": {**PROGRAM_REQUEST, "output": "raw_cost"},
+        }
+    return examples
+
+
+def gradients_examples() -> dict[str, Any]:
+    return {
+        "lesson": {"summary": "An expression", "value": gradients_document()},
+        "program": {
+            "summary": "A program with declared inputs",
+            "value": _plain(Evaluator().evaluate(SHIPPING_PROGRAM)),
+        },
+    }
+
+
+def graph_examples() -> dict[str, Any]:
+    return {
+        "lesson": {"summary": "An expression", "value": graph_document()},
+        "program": {
+            "summary": "A program with declared inputs",
+            "value": _plain(Evaluator().structure(SHIPPING_PROGRAM)),
+        },
+    }
 
 
 def gradients_document() -> dict[str, Any]:

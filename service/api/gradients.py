@@ -7,7 +7,7 @@ from typing import Any
 from flask import Response
 
 from service.api import evaluator, json_response
-from service.api.examples import GRADIENTS_REQUEST, gradients_document
+from service.api.examples import GRADIENTS_REQUEST, gradients_examples, request_examples
 from service.api.problems import documents_problems
 from service.api.request import RESPONSE_HEADERS, Blueprint
 from service.api.schemas import EvaluationSchema, GradientsRequestSchema
@@ -22,8 +22,8 @@ blp = Blueprint(
 
 @blp.route("/gradients", methods=["POST"])
 # Schema instances, not classes: webargs would build a new schema for every request.
-@blp.arguments(GradientsRequestSchema(), example=GRADIENTS_REQUEST)
-@blp.response(200, EvaluationSchema, example=gradients_document(), headers=RESPONSE_HEADERS)
+@blp.arguments(GradientsRequestSchema(), examples=request_examples(GRADIENTS_REQUEST))
+@blp.response(200, EvaluationSchema, examples=gradients_examples(), headers=RESPONSE_HEADERS)
 @documents_problems(blp, 400, 413, 415)
 def gradients(body: dict[str, Any]) -> Response:
     """Evaluate an expression and backpropagate through it
@@ -37,5 +37,7 @@ def gradients(body: dict[str, Any]) -> Response:
     a 422 problem saying where.
     """
     return json_response(
-        evaluator().evaluate(body["expression"], body["bindings"], body["granularity"])
+        evaluator().evaluate(
+            body["expression"], body["bindings"], body["granularity"], body["output"]
+        )
     )

@@ -7,7 +7,7 @@ from typing import Any
 from flask import Response
 
 from service.api import evaluator, json_response
-from service.api.examples import GRAPH_REQUEST, graph_document
+from service.api.examples import GRAPH_REQUEST, graph_examples, request_examples
 from service.api.problems import documents_problems
 from service.api.request import RESPONSE_HEADERS, Blueprint
 from service.api.schemas import GraphRequestSchema, StructureSchema
@@ -21,8 +21,8 @@ blp = Blueprint(
 
 
 @blp.route("/graph", methods=["POST"])
-@blp.arguments(GraphRequestSchema(), example=GRAPH_REQUEST)
-@blp.response(200, StructureSchema, example=graph_document(), headers=RESPONSE_HEADERS)
+@blp.arguments(GraphRequestSchema(), examples=request_examples(GRAPH_REQUEST))
+@blp.response(200, StructureSchema, examples=graph_examples(), headers=RESPONSE_HEADERS)
 @documents_problems(blp, 400, 413, 415)
 def graph(body: dict[str, Any]) -> Response:
     """Parse an expression into its graph's structure
@@ -32,4 +32,6 @@ def graph(body: dict[str, Any]) -> Response:
     can lay out the graph while the user types. A syntax error is a 422 problem whose
     `position` gives the characters to underline.
     """
-    return json_response(evaluator().structure(body["expression"], body["granularity"]))
+    return json_response(
+        evaluator().structure(body["expression"], body["granularity"], body["output"])
+    )

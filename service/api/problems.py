@@ -91,13 +91,13 @@ def http_problem(error: HTTPException) -> Response:
         )
     if kind == "method-not-allowed":
         allowed = ", ".join(sorted(getattr(error, "valid_methods", None) or ()))
-        detail = _(
+        refusal = _(
             "{method} is not allowed on {path}; use {allowed}",
             method=request.method,
             path=request.path,
             allowed=allowed,
         )
-        return problem_response(problem_body(kind, detail), {"Allow": allowed})
+        return problem_response(problem_body(kind, refusal), {"Allow": allowed})
     if kind == "body-too-large":
         limit = current_app.config["MAX_CONTENT_LENGTH"]
         return problem_response(

@@ -78,8 +78,22 @@ def _expression() -> fields.String:
         required=True,
         metadata={
             "description": "The expression, e.g. `(a + b) * c`: numbers, variables, "
-            "`+ - * / ** ^`, parentheses and exp, log, relu, tanh. See GET /v1/operations.",
+            "`+ - * / ** ^`, parentheses and exp, log, relu, tanh. See GET /v1/operations. "
+            "Or a program: statements separated by newlines or `;`, such as `x = Value(2.0)`, "
+            "`y = x * x + 1`, `y += x.relu()` and `y.backward()`; `#` starts a comment.",
             **_DEFAULT_BOUNDS["expression"],
+        },
+    )
+
+
+def _output() -> fields.String:
+    return fields.String(
+        load_default=None,
+        allow_none=True,
+        validate=validate.Regexp(r"^[A-Za-z_][A-Za-z0-9_]*$"),
+        metadata={
+            "description": "For a program: the name whose value is the output. By default, "
+            "the name `name.backward()` is called on, else the last statement."
         },
     )
 
@@ -87,18 +101,22 @@ def _expression() -> fields.String:
 class GradientsRequestSchema(Schema):
     expression = _expression()
     bindings = Bindings(
-        required=True,
+        load_default=dict,
         metadata={
-            "description": "A finite number for every variable of the expression, and no other "
-            "name: a name the expression does not use is an `unknown-variables` problem."
+            "description": "A finite number for every input of the expression, and no other "
+            "name: a name the expression does not use is an `unknown-variables` problem. An input "
+            "a program declares with `Value(number)` takes that number unless bound here; "
+            "`bindings` may be left out when every input is declared."
         },
     )
     granularity = _granularity()
+    output = _output()
 
 
 class GraphRequestSchema(Schema):
     expression = _expression()
     granularity = _granularity()
+    output = _output()
 
 
 def _span() -> Any:
@@ -121,6 +139,12 @@ class NodeShapeSchema(Schema):
         fields.String, "The operation (see GET /v1/operations); null for leaves.", allow_none=True
     )
     label = _out(fields.String, "What to print in the node: a name, a number or an operator.")
+    name = _out(
+        fields.String,
+        "For a program: the name the assignment or declaration that produced this node gave "
+        "it, like the label in micrograd's draw_dot; else null.",
+        allow_none=True,
+    )
     children = _out(fields.List, "Operand node ids, in the order written.", fields.Integer())
     exponent = _out(
         fields.Float, "The constant exponent of a `**` node, else null.", allow_none=True
@@ -167,6 +191,41 @@ class GraphShapeSchema(Schema):
     )
 
 
+class WarningSchema(Schema):
+    kind = _out(fields.String, "`unused`: the output does not depend on this assignment.")
+    name = _out(fields.String, "The name assigned.")
+    message = _out(fields.String, "The warning, in a sentence.")
+    span = _span()
+    line = _out(fields.Integer, "The 1-based line of the statement.")
+    column = _out(fields.Integer, "The 1-based column of the statement.")
+
+
+class InputSchema(Schema):
+    name = _out(fields.String, "The input's name.")
+    default = _out(
+        fields.Float,
+        "The value a program declared with `Value(number)`, else null.",
+        allow_none=True,
+    )
+
+
+def _program_output() -> fields.String:
+    return _out(
+        fields.String,
+        "The output's name: the request's `output`, the name `backward()` was called on, or "
+        "the target of the last assignment; null for a bare expression.",
+        allow_none=True,
+    )
+
+
+def _warnings() -> fields.List:
+    return _out(
+        fields.List,
+        "Assignments the output does not depend on: they add no nodes.",
+        fields.Nested(WarningSchema),
+    )
+
+
 class EvaluationSchema(Schema):
     expression = _out(fields.String, "The expression, as sent.")
     granularity = _out(
@@ -179,6 +238,7 @@ class EvaluationSchema(Schema):
         keys=fields.String(),
         values=fields.Float(),
     )
+    output = _program_output()
     graph = _out(fields.Nested, "The computation graph with its numbers.", GraphSchema)
     forward = _out(
         fields.List, "Node ids in the order the forward pass computes them.", fields.Integer()
@@ -188,6 +248,7 @@ class EvaluationSchema(Schema):
         "The backward pass step by step, root first.",
         fields.Nested(BackwardStepSchema),
     )
+    warnings = _warnings()
 
 
 class StructureSchema(Schema):
@@ -196,8 +257,16 @@ class StructureSchema(Schema):
         fields.String, "The granularity of the graph.", validate=validate.OneOf(GRANULARITIES)
     )
     variables = _out(fields.List, "The variables to bind, in order of first use.", fields.String())
+    inputs = _out(
+        fields.List,
+        "Every input with its declared default: the output's inputs in order of first use, then "
+        "declared inputs it does not use.",
+        fields.Nested(InputSchema),
+    )
+    output = _program_output()
     graph = _out(fields.Nested, "The computation graph's structure.", GraphShapeSchema)
     forward = _out(fields.List, "Node ids in forward order.", fields.Integer())
+    warnings = _warnings()
 
 
 class OperationSchema(Schema):
@@ -246,9 +315,15 @@ class HealthSchema(Schema):
     )
 
 
+def _problem(field: type[fields.Field[Any]], description: str, *args: Any, **kwargs: Any) -> Any:
+    return field(*args, metadata={"description": description}, **kwargs)
+
+
 class PositionSchema(Schema):
     start = _out(fields.Integer, "Index of the first character at fault.")
     end = _out(fields.Integer, "Index one past the last character at fault.")
+    line = _problem(fields.Integer, "The 1-based line of the first character at fault.")
+    column = _problem(fields.Integer, "The 1-based column of the first character at fault.")
 
 
 class PointerSchema(Schema):
@@ -257,10 +332,6 @@ class PointerSchema(Schema):
         "JSON pointer (RFC 6901) to the part of the body at fault; empty for the whole body.",
     )
     detail = _out(fields.String, "What is wrong with it.")
-
-
-def _problem(field: type[fields.Field[Any]], description: str, *args: Any, **kwargs: Any) -> Any:
-    return field(*args, metadata={"description": description}, **kwargs)
 
 
 class ProblemSchema(Schema):
@@ -342,8 +413,8 @@ class AnswersSchema(Schema):
         f"Variable name to the gradient of the output with respect to it. {_ANSWER}"
     )
     nodes = _answers(
-        "Node id (as in `graph.nodes` of the operator view) to the gradient that reaches it: "
-        f"the backward pass filled in. {_ANSWER}"
+        "Node id (as in `graph.nodes` of the operator view), or the name a program gave the "
+        f"node, to the gradient that reaches it: the backward pass filled in. {_ANSWER}"
     )
     derivatives = _answers(
         "Variable name to the derivative of the output with respect to it, as an expression "
@@ -371,9 +442,13 @@ class ToleranceSchema(Schema):
 class CheckRequestSchema(Schema):
     expression = _expression()
     bindings = Bindings(
-        required=True,
-        metadata={"description": "A finite number for every variable of the expression."},
+        load_default=dict,
+        metadata={
+            "description": "A finite number for every input of the expression, as for "
+            "/v1/gradients (a program's declared inputs may be left out)."
+        },
     )
+    output = _output()
     answers = fields.Nested(
         AnswersSchema, required=True, metadata={"description": "The learner's answers."}
     )

@@ -1,0 +1,189 @@
+"""Linear time: adversarial shapes at the limits, each at size n and 2n, every stage of a request.
+
+For each shape the time of a whole request in process (parse, compile, expansions, spans, the
+document and its JSON) is measured at n and at 2n, where 2n is close to the default limits, in
+both granularities and for `/v1/graph`. Linear work doubles: the target is time(2n)/time(n) <= 2.3.
+A program is also set beside the equivalent expression: it must cost no more per node.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from bench.common import Report, interleaved, median, table
+from service.evaluator import GRANULARITIES, Evaluator
+from service.limits import DEFAULT_LIMITS
+
+Shape = Callable[[int], tuple[str, dict[str, float]]]
+RATIO_TARGET = 2.3
+SECONDS_TARGET = 1.5  # one request at the default limits, in its worst shape
+
+
+def _divisions(n: int) -> tuple[str, dict[str, float]]:
+    # The shape that was quadratic: each quotient's operand text is the whole chain before it.
+    ones = " + ".join(["1"] * 200)
+    return f"({ones}) * a" + " / a" * n, {"a": 1.0}
+
+
+def _differences(n: int) -> tuple[str, dict[str, float]]:
+    return "a" + " - b" * n, {"a": 1.0, "b": 0.5}
+
+
+def _negations(n: int) -> tuple[str, dict[str, float]]:
+    return "-a" + " - -a" * n, {"a": 1.0}
+
+
+def _nested(n: int) -> tuple[str, dict[str, float]]:
+    # Derived operations nested as deep as the depth limit allows, block after block.
+    depth = DEFAULT_LIMITS.max_depth - 10
+    block = "(" * depth + "a" + " / b)" * depth
+    return " - ".join([block] * n), {"a": 1.0, "b": 1.0}
+
+
+def _variables(n: int) -> tuple[str, dict[str, float]]:
+    names = [f"x{i}" for i in range(n)]
+    return " + ".join(names), dict.fromkeys(names, 1.0)
+
+
+def _identifiers(n: int) -> tuple[str, dict[str, float]]:
+    width = DEFAULT_LIMITS.max_identifier_length
+    names = [f"v{i:0>{width - 1}}" for i in range(n)]
+    return " / ".join(names), dict.fromkeys(names, 1.0)
+
+
+def _assignments(n: int) -> tuple[str, dict[str, float]]:
+    lines = ["x0 = Value(0.5)"] + [
+        f"x{i} = x{i - 1} * x{i - 1} - a  # step {i}" for i in range(1, n)
+    ]
+    return "\n".join(lines), {"a": 0.25}
+
+
+def _augmented(n: int) -> tuple[str, dict[str, float]]:
+    ops = ("+=", "-=", "*=", "/=")
+    lines = ["y = Value(0.5)", "c = Value(1.25)"]
+    lines += [f"y {ops[i % 4]} c + {i % 7 + 1}" for i in range(n - 2)]
+    return "; ".join(lines), {}
+
+
+def _methods(n: int) -> tuple[str, dict[str, float]]:
+    methods = ("relu", "tanh", "exp", "tanh")
+    lines = ["z = Value(0.1)"]
+    # bounded: every step halves z before adding at most 1
+    lines += [f"z = (z * 0.5 - 2).{methods[i % 4]}() + z.relu() * 0.5" for i in range(n - 2)]
+    lines.append("z.backward()")
+    return "\n".join(lines), {}
+
+
+def _tuples(n: int) -> tuple[str, dict[str, float]]:
+    lines = ["p = Value(1.0)", "q = Value(2.0)"]
+    lines += ["p, q = q / 2, p + q" for _ in range(n - 2)]
+    return "\n".join(lines), {}
+
+
+EXPRESSIONS: dict[str, tuple[Shape, int]] = {
+    # shape: (builder, n), with 2n close to the default limits
+    "chain of /": (_divisions, 4_950),
+    "chain of -": (_differences, 3_300),
+    "chain of unary -": (_negations, 1_950),
+    "deep derived nesting": (_nested, 25),
+    "many variables": (_variables, 4_950),
+    "long identifiers": (_identifiers, 700),
+}
+PROGRAMS: dict[str, tuple[Shape, int]] = {
+    "program: assignments": (_assignments, 500),
+    "program: augmented assignments": (_augmented, 500),
+    "program: methods and backward()": (_methods, 500),
+    "program: tuple assignments": (_tuples, 500),
+}
+
+
+def _requests(text: str, bindings: dict[str, float]) -> dict[str, Callable[[], Any]]:
+    """A whole request in process for each granularity and for the graph, cache off."""
+    evaluator = Evaluator(cache_size=0)
+
+    def gradients(granularity: str) -> Callable[[], Any]:
+        return lambda: json.dumps(evaluator.evaluate(text, bindings, granularity))
+
+    variants = {g: gradients(g) for g in GRANULARITIES}
+    variants["graph"] = lambda: json.dumps(evaluator.structure(text))
+    return variants
+
+
+def _measure(shape: Shape, n: int, rounds: int) -> dict[str, tuple[float, float]]:
+    """Median seconds of each request variant at n and at 2n."""
+    small, large = shape(n), shape(2 * n)
+    variants = {}
+    for size, (text, bindings) in (("n", small), ("2n", large)):
+        for name, run in _requests(text, bindings).items():
+            variants[f"{name}@{size}"] = run
+    samples = interleaved(variants, rounds=rounds)
+    names = [name for name in variants if name.endswith("@n")]
+    return {
+        name[:-2]: (median(samples[name]), median(samples[name[:-2] + "@2n"])) for name in names
+    }
+
+
+def run(report: Report, quick: bool = False) -> None:
+    rounds = 3 if quick else 5
+    scale = 4 if quick else 1
+    rows = []
+    worst_seconds = 0.0
+    for shape_name, (shape, n) in {**EXPRESSIONS, **PROGRAMS}.items():
+        n = max(2, n // scale)
+        text, _ = shape(2 * n)
+        times = _measure(shape, n, rounds)
+        ratios = {name: large / small for name, (small, large) in times.items()}
+        worst = max(ratios.values())
+        largest = max(large for _, large in times.values())
+        if not quick:
+            worst_seconds = max(worst_seconds, largest)
+        rows.append([shape_name, len(text), *(ratios[name] for name in times), largest])
+        report.verdict(f"time(2n)/time(n), {shape_name}", worst, "<=", RATIO_TARGET)
+    table(
+        "Linear time: time(2n)/time(n) of a whole request in process, per granularity and for "
+        "/v1/graph (cache off), and the slowest request at 2n in seconds",
+        ["shape", "characters at 2n", *GRANULARITIES, "graph", "seconds at 2n"],
+        rows,
+    )
+    if not quick:
+        report.verdict(
+            "seconds for one request at the default limits, worst shape",
+            worst_seconds,
+            "<=",
+            SECONDS_TARGET,
+        )
+    _program_beside_expression(report, rounds)
+
+
+def _program_beside_expression(report: Report, rounds: int) -> None:
+    """The same graph written as a program and as one expression: cost per node side by side."""
+    n = 2_000
+    # `t_i = t_{i-1} * a + b` for 2,000 steps, as statements and inlined (no sharing needed).
+    program = "t0 = a\n" + "\n".join(f"t{i} = t{i - 1} * a + b" for i in range(1, n // 2))
+    expression = "a" + " * a + b" * (n // 2 - 1)
+    bindings = {"a": 0.5, "b": 0.25}
+    limits = DEFAULT_LIMITS
+    evaluator = Evaluator(limits, cache_size=0)
+    nodes = len(evaluator.structure(expression, "primitive")["graph"]["nodes"])
+    assert nodes == len(evaluator.structure(program, "primitive")["graph"]["nodes"])
+    variants = {
+        "expression": lambda: evaluator.evaluate(expression, bindings, "primitive"),
+        "program": lambda: evaluator.evaluate(program, bindings, "primitive"),
+    }
+    samples = interleaved(variants, rounds=rounds)
+    per_node = {name: median(s) / nodes * 1e6 for name, s in samples.items()}
+    table(
+        "A program beside the equivalent expression: microseconds per graph node, whole request "
+        "in process (primitive granularity, cache off)",
+        ["nodes", "expression", "program", "program / expression"],
+        [[nodes, per_node["expression"], per_node["program"],
+          per_node["program"] / per_node["expression"]]],
+    )  # fmt: skip
+    report.verdict(
+        "program / equivalent expression, cost per node",
+        per_node["program"] / per_node["expression"],
+        "<=",
+        1.1,
+    )

@@ -1,0 +1,414 @@
+"""Programs: named, shared and rebound values; micrograd's own tests pasted as they are."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import sympy
+from hypothesis import assume, given, note, settings
+from reference_micrograd import (
+    ProgramCase,
+    Value,
+    exponent,
+    local_grads,
+    op_name,
+    programs,
+    rounding_scale,
+    run_program,
+)
+
+from service.errors import (
+    BindingError,
+    DomainError,
+    ExpressionError,
+    LimitExceeded,
+)
+from service.evaluator import GRANULARITIES, Evaluator
+from service.limits import Limits
+from service.parser import parse
+
+evaluator = Evaluator()
+
+# micrograd's test/test_engine.py, each body as written without its import, torch and assert lines.
+SANITY_CHECK = """
+x = Value(-4.0)
+z = 2 * x + 2 + x
+q = z.relu() + z * x
+h = (z * z).relu()
+y = h + q + q * x
+y.backward()
+xmg, ymg = x, y
+"""
+
+MORE_OPS = """
+a = Value(-4.0)
+b = Value(2.0)
+c = a + b
+d = a * b + b**3
+c += c + 1
+c += 1 + c + (-a)
+d += d * 2 + (b + a).relu()
+d += 3 * d + (b - a).relu()
+e = c - d
+f = e**2
+g = f / 2.0
+g += 10.0 / f
+g.backward()
+amg, bmg, gmg = a, b, g
+"""
+
+SHIPPING = """\
+base_fee = Value(50.0)          # base delivery fee
+weight = Value(3.0)             # parcel weight, kg
+distance = Value(12.0)          # distance, km
+discount = Value(-8.0)          # seasonal discount
+weight_fee = weight * 15.0
+distance_fee = distance * 2.0
+raw_cost = base_fee + weight_fee + distance_fee + discount
+cost = raw_cost.relu()
+"""
+
+
+def assert_micrograds_graph(document: dict[str, Any], text: str, bindings: dict, output=None):
+    """The primitive document is the graph micrograd builds running the program, node for node."""
+    result, declared, variables = run_program(text, bindings, output)
+    topo = result.topological_order()
+    position = {id(node): i for i, node in enumerate(topo)}
+    names = {id(value): name for name, value in variables.items()}
+    inputs = {id(value) for value in declared} | set(names)
+    nodes = document["graph"]["nodes"]
+    assert len(nodes) == len(topo)
+    assert document["graph"]["root"] == len(topo) - 1
+    assert document["value"] == result.data
+    for node, reference in zip(nodes, topo, strict=True):
+        where = f"node {node['id']} of {text!r}"
+        assert node["children"] == [position[id(child)] for child in reference._prev], where
+        assert node["op"] == op_name(reference), where
+        assert node["exponent"] == exponent(reference), where
+        assert node["value"] == float(reference.data), where
+        assert node["grad"] == pytest.approx(reference.grad, rel=1e-9, abs=1e-300), where
+        assert node["local_grads"] == pytest.approx(local_grads(reference), rel=1e-9), where
+        if id(reference) in inputs:
+            assert node["kind"] == "variable", where
+            if id(reference) in names:
+                assert node["label"] == names[id(reference)], where
+        elif not reference._prev:
+            assert node["kind"] == "constant", where
+    return result, declared
+
+
+def test_micrograds_sanity_check() -> None:
+    document = evaluator.evaluate(SANITY_CHECK, {}, "primitive")
+    assert document["value"] == -20.0
+    assert document["gradients"] == {"x": 46.0}
+    assert len(document["graph"]["nodes"]) == 14
+    assert document["output"] == "y"
+    assert_micrograds_graph(document, SANITY_CHECK, {})
+    named = {n["name"] for n in document["graph"]["nodes"] if n["name"]}
+    assert named == {"x", "z", "q", "h", "y"}
+
+
+def test_micrograds_more_ops() -> None:
+    document = evaluator.evaluate(MORE_OPS, {}, "primitive")
+    assert document["value"] == pytest.approx(24.70408163265306, rel=1e-15)
+    assert document["gradients"]["a"] == pytest.approx(138.83381924198252, rel=1e-12)
+    assert document["gradients"]["b"] == pytest.approx(645.5772594752186, rel=1e-12)
+    assert len(document["graph"]["nodes"]) == 39
+    assert document["output"] == "g"
+    assert_micrograds_graph(document, MORE_OPS, {})
+
+
+def test_the_lessons_shipping_cost() -> None:
+    document = evaluator.evaluate(SHIPPING, {}, "primitive")
+    assert document["value"] == 111.0
+    assert document["gradients"] == {
+        "base_fee": 1.0,
+        "weight": 15.0,
+        "distance": 2.0,
+        "discount": 1.0,
+    }
+    assert len(document["graph"]["nodes"]) == 12
+    assert document["output"] == "cost"
+    assert document["warnings"] == []
+    assert_micrograds_graph(document, SHIPPING, {}, "cost")
+    named = [n["name"] for n in document["graph"]["nodes"] if n["name"]]
+    assert sorted(named) == sorted(
+        ["base_fee", "weight", "distance", "discount", "weight_fee", "distance_fee", "raw_cost",
+         "cost"]
+    )  # fmt: skip
+    operator = evaluator.evaluate(SHIPPING, {})
+    assert operator["value"] == 111.0
+    by_name = {n["name"]: n for n in operator["graph"]["nodes"] if n["name"]}
+    assert by_name["weight_fee"]["label"] == "*"
+    assert by_name["weight"]["kind"] == "variable"
+
+
+def test_bindings_override_declared_defaults() -> None:
+    document = evaluator.evaluate(SHIPPING, {"weight": 1.0})
+    assert document["value"] == 50.0 + 15.0 + 24.0 - 8.0
+    structure = evaluator.structure(SHIPPING)
+    assert structure["inputs"] == [
+        {"name": "base_fee", "default": 50.0},
+        {"name": "weight", "default": 3.0},
+        {"name": "distance", "default": 12.0},
+        {"name": "discount", "default": -8.0},
+    ]
+    assert structure["output"] == "cost"
+
+
+@settings(max_examples=150, deadline=None)
+@given(programs())
+def test_programs_build_micrograds_graph(case: ProgramCase) -> None:
+    note(case.text)
+    try:
+        document = evaluator.evaluate(case.text, case.bindings, "primitive", case.output)
+    except DomainError:
+        assume(False)
+        raise
+    try:
+        result, _, _ = run_program(case.text, case.bindings, case.output)
+    except (ArithmeticError, ValueError, AttributeError, TypeError):
+        # Python fails where the service folds: `(0.25).tanh()` is a method of `Value` only
+        assume(False)
+        raise
+    assume(isinstance(result, Value))
+    assert_micrograds_graph(document, case.text, case.bindings, case.output)
+
+
+@settings(max_examples=100, deadline=None)
+@given(programs(max_statements=5))
+def test_program_gradients_match_sympy_and_finite_differences(case: ProgramCase) -> None:
+    note(case.text)
+    try:
+        views = {
+            g: evaluator.evaluate(case.text, case.bindings, g, case.output) for g in GRANULARITIES
+        }
+    except DomainError:
+        assume(False)
+        raise
+    parsed = parse(case.text, output=case.output)
+    assume(parsed.root.kind != "constant")
+    document = views["operator"]
+    nodes = document["graph"]["nodes"]
+    size = max(rounding_scale(view) for view in views.values())
+    kinks = [nodes[n["children"][0]]["value"] for n in nodes if n["op"] == "relu"]
+    assume(not any(abs(v) < 1e-6 * size for v in kinks))
+    values = {**{n: v for n, v in parsed.defaults.items()}, **case.bindings}
+    at = {sympy.Symbol(n, real=True): sympy.Rational(v) for n, v in values.items()}
+    for name in parsed.variables:
+        exact = sympy.diff(parsed.sympy, sympy.Symbol(name, real=True)).subs(at).evalf(30)
+        assume(exact.is_finite and exact.is_real)
+        for granularity, view in views.items():
+            grad = view["gradients"][name]
+            assert abs(grad - float(exact)) <= 1e-9 * abs(float(exact)) + 1e-11 * size, (
+                granularity,
+                name,
+            )
+        # central differences, on the same program with that input moved
+        h = 1e-6 * max(1.0, abs(values[name]))
+        shifted = []
+        for step in (h, -h):
+            moved = {**values, name: values[name] + step}
+            shifted.append(evaluator.evaluate(case.text, moved, "operator", case.output)["value"])
+        estimate = (shifted[0] - shifted[1]) / (2 * h)
+        grad = document["gradients"][name]
+        assert abs(estimate - grad) <= 1e-4 * max(1.0, abs(grad)) + 1e-6 * size
+
+
+def test_sharing_sums_gradients_over_every_use() -> None:
+    program = "z = a * b\ny = z + z * z"
+    document = evaluator.evaluate(program, {"a": 2, "b": 3}, "primitive")
+    # y = z + z^2, dy/dz = 1 + 2z = 13; dy/da = 13 * b
+    assert document["gradients"] == {"a": 39.0, "b": 26.0}
+    assert len(document["graph"]["nodes"]) == 5  # a, b, z, z*z and +: z is built once
+    inline = evaluator.evaluate("a * b + a * b * (a * b)", {"a": 2, "b": 3}, "primitive")
+    assert len(inline["graph"]["nodes"]) == 7
+
+
+def test_reassignment_rebinds_and_augmented_assignment_is_pythons() -> None:
+    program = "c = a\nc += c + 1\nc = c * 2"
+    document = evaluator.evaluate(program, {"a": 3}, "primitive")
+    # c1 = a + (a + 1) = 7; c2 = 14; dc2/da = 4
+    assert document["value"] == 14.0
+    assert document["gradients"] == {"a": 4.0}
+
+
+def test_names_on_nodes_in_both_granularities() -> None:
+    program = "d = a - b\ne = d / a"
+    for granularity in GRANULARITIES:
+        nodes = evaluator.evaluate(program, {"a": 2, "b": 1}, granularity)["graph"]["nodes"]
+        named = {n["name"]: n for n in nodes if n["name"] is not None}
+        assert set(named) == {"d", "e"}
+        assert named["e"]["id"] == len(nodes) - 1
+        assert named["d"]["value"] == 1.0
+
+
+def test_a_constant_name_stays_a_plain_number() -> None:
+    program = "k = 2 * 3\ny = a * k + k"
+    parsed = parse(program)
+    assert parsed.variables == ("a",)
+    nodes = evaluator.evaluate(program, {"a": 1}, "primitive")["graph"]["nodes"]
+    # each use of k is its own leaf, as Python makes one for each use of a number
+    assert [n["value"] for n in nodes if n["kind"] == "constant"] == [6.0, 6.0]
+    assert all(n["name"] is None for n in nodes if n["kind"] == "constant")
+
+
+def test_unused_statements_add_no_nodes_and_are_warned_about() -> None:
+    program = "t = a * 100\nu = t + 1\ny = a * 2"
+    document = evaluator.evaluate(program, {"a": 1})
+    assert len(document["graph"]["nodes"]) == 3
+    assert [(w["kind"], w["name"], w["line"]) for w in document["warnings"]] == [
+        ("unused", "t", 1),
+        ("unused", "u", 2),
+    ]
+
+
+def test_the_output_field_names_the_output() -> None:
+    program = "t = a * 3\ny = t + 1"
+    assert evaluator.evaluate(program, {"a": 1}, output="t")["value"] == 3.0
+    assert evaluator.evaluate(program, {"a": 1}, output="y")["value"] == 4.0
+    assert evaluator.evaluate(program, {"a": 1}, output="a")["value"] == 1.0
+    assert evaluator.structure(program, output="t")["output"] == "t"
+    with pytest.raises(BindingError) as raised:
+        evaluator.evaluate(program, {"a": 1}, output="nope")
+    assert raised.value.kind == "unknown_output"
+
+
+def test_backward_names_the_output_before_the_last_statement() -> None:
+    program = "y = a * 2\ny.backward()\nz = y * 10"
+    document = evaluator.evaluate(program, {"a": 1})
+    assert (document["value"], document["output"]) == (2.0, "y")
+    assert [w["name"] for w in document["warnings"]] == ["z"]
+
+
+def test_statements_comments_and_blank_lines() -> None:
+    program = "# a comment\n\n  \na = Value(2.0); b = a * a  # square\n\nb\n"
+    document = evaluator.evaluate(program)
+    assert document["value"] == 4.0
+    assert document["gradients"] == {"a": 4.0}
+
+
+@pytest.mark.parametrize(
+    "expression",
+    ["a\n+\nb", "(a +\n b)", "a +\n b", "exp\n(a) * b", "a\n  - b", "a * (\n  b\n)"],
+)
+def test_an_expression_over_several_lines_is_one_statement(expression: str) -> None:
+    parsed = parse(expression)
+    assert parsed.statements == 1
+    assert set(parsed.variables) == {"a", "b"}
+
+
+def test_bindings_may_be_omitted_only_when_every_input_is_declared() -> None:
+    assert evaluator.evaluate("x = Value(2.0)\ny = x * z", {"z": 3})["value"] == 6.0
+    with pytest.raises(BindingError) as raised:
+        evaluator.evaluate("x = Value(2.0)\ny = x * z")
+    assert raised.value.variables == ["z"]
+    # a binding for a declared input the output does not use is allowed
+    assert evaluator.evaluate("x = Value(2.0)\nw = Value(1.0)\ny = x * 2", {"w": 5})["value"] == 4.0
+
+
+# -- refusals -------------------------------------------------------------------------------------
+
+REFUSED = [
+    ("from micrograd.engine import Value\nx = Value(1.0)", "unsupported_syntax", (0, 34),
+     "remove the import line: Value is built in"),
+    ("import torch", "unsupported_syntax", (0, 12), "remove the import line"),
+    ("x = Value(1.0)\nprint(x)", "unknown_function", (15, 21),
+     "the response already carries every value and gradient"),
+    ("x = Value(1.0)\ny = x.data", "unsupported_syntax", (20, 25), "already carries"),
+    ("x = Value(1.0)\ny = x * 2\nx.grad", "unsupported_syntax", (26, 31), "already carries"),
+    ("def f(x):\n  return x", "unsupported_syntax", (0, 9), "functions cannot be defined"),
+    ("for i in a: a", "unsupported_syntax", (0, 13), "loops"),
+    ("if a > 0: a", "unsupported_syntax", (0, 11), "conditions"),
+    ("f = lambda x: x", "unsupported_syntax", (4, 12), "lambda"),
+    ("x = a.foo()", "unsupported_syntax", (5, 9), "methods are relu(), exp(), log() and tanh()"),
+    ("x = a.relu(2)", "wrong_arity", (5, 13), "no arguments"),
+    ("x = sum(a)", "unknown_function", (4, 8), "not a supported function"),
+    ("y = x * 2\nx = Value(1.0)", "used_before_assignment", (4, 5),
+     "before the statement on line 2"),
+    ("y += 1", "used_before_assignment", (0, 1), "no earlier statement assigns"),
+    ("exp = a * 2", "function_name", (0, 3), "exp is a function"),
+    ("relu = Value(1.0)", "function_name", (0, 4), "relu is a function"),
+    ("Value = 2", "function_name", (0, 5), "Value is a function"),
+    ("x = Value(a)", "unsupported_syntax", (10, 11), "Value() takes a number"),
+    ("x = Value(1.0) * 2", "unsupported_syntax", (4, 14), "on a line of its own"),
+    ("y = a * Value(2.0)", "unsupported_syntax", (8, 14), "on a line of its own"),
+    ("x = Value(1.0)\nx = Value(2.0)", "unsupported_syntax", (19, 29), "already declared"),
+    ("y = a\n(a + b).backward()", "unsupported_syntax", (13, 24), "line of its own"),
+    ("y = a\ny.backward()\ny.backward()", "unsupported_syntax", (19, 31), "already called"),
+    ("a, b = 1", "unsupported_syntax", (0, 8), "2 names are assigned"),
+    ("a = 1, 2", "unexpected_token", (5, 6), "no call here"),
+    ("a + b = 2", "unsupported_syntax", (6, 7), "only a name can be assigned"),
+    ("x **= 2", "unsupported_syntax", (2, 5), "write x = x ** k"),
+    ("x = (a +\ny = 2", "unbalanced_parenthesis", (4, 5), "never closed"),
+    ("x = (a + b; y = 2", "unbalanced_parenthesis", (4, 5), "never closed"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("text", "kind", "span", "says"), REFUSED, ids=[r[0] for r in REFUSED])
+def test_refused(text: str, kind: str, span: tuple[int, int], says: str | None) -> None:
+    with pytest.raises(ExpressionError) as raised:
+        parse(text)
+    error = raised.value
+    assert (error.kind, error.span) == (kind, span), error.message
+    if says is not None:
+        assert says in error.message
+    assert error.line == text.count("\n", 0, span[0]) + 1
+    assert error.column == span[0] - (text.rfind("\n", 0, span[0]) + 1) + 1
+
+
+def test_the_statement_limit() -> None:
+    program = "\n".join(f"x{i} = a * {i}" for i in range(6))
+    with pytest.raises(LimitExceeded) as raised:
+        parse(program, Limits(max_statements=5))
+    assert (raised.value.kind, raised.value.limit, raised.value.line) == (
+        "too_many_statements",
+        "max_statements",
+        6,
+    )
+    parse(program, Limits(max_statements=6))
+
+
+def test_the_node_limit_applies_to_the_whole_graph() -> None:
+    # Each statement is small; together they pass the limit.
+    program = "\n".join(["t = a"] + ["t = t * t + a"] * 20)
+    with pytest.raises(LimitExceeded) as raised:
+        parse(program, Limits(max_nodes=30))
+    assert raised.value.kind == "too_many_nodes"
+    assert parse(program).node_count == 41
+
+
+# -- the command line -----------------------------------------------------------------------------
+
+
+def test_the_command_line_reads_a_program_from_a_file(tmp_path, capsys) -> None:
+    import json
+
+    from service.cli import main
+
+    program = tmp_path / "shipping.py"
+    program.write_text(SHIPPING)
+    assert main(["eval", "-f", str(program), "weight=1", "--indent", "0"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["value"] == 81.0
+    assert document["output"] == "cost"
+    assert main(["eval", "-f", str(program), "--output", "raw_cost", "--granularity",
+                 "primitive"]) == 0  # fmt: skip
+    assert json.loads(capsys.readouterr().out)["value"] == 111.0
+
+
+def test_the_command_line_reads_standard_input(monkeypatch, capsys) -> None:
+    import io
+    import json
+
+    from service.cli import main
+
+    monkeypatch.setattr("sys.stdin", io.StringIO(SANITY_CHECK))
+    assert main(["eval", "-f", "-"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert (document["value"], document["gradients"]) == (-20.0, {"x": 46.0})
+    monkeypatch.setattr("sys.stdin", io.StringIO("x = Value(1.0)\ny = x.data\n"))
+    assert main(["eval", "-f", "-"]) == 2
+    _, err = capsys.readouterr()
+    assert "y = x.data" in err and "^^^^^" in err
