@@ -325,3 +325,41 @@ def test_the_expression_is_checked_as_in_gradients(client: FlaskClient) -> None:
     body = {"expression": "log(a)", "bindings": {"a": -1}, "answers": {"value": 0}}
     problem = client.post("/v1/check", json=body).get_json()
     assert problem["type"].endswith("/log-domain")
+
+
+# -- programs -----------------------------------------------------------------------------------
+
+PROGRAM = "h = a * b + c\nout = relu(h) * a"
+
+
+def test_a_programs_named_nodes_are_items_by_name() -> None:
+    bindings = {"a": 2, "b": 3, "c": 1}  # h = 7: the relu is on
+    answers = {"nodes": {"h": 2, "out": 1, "0": 13}, "gradients": {"b": 2}}
+    document = check(EVALUATOR, PROGRAM, bindings, answers, reveal=True)
+    results = {result["item"]: result for result in document["results"]}
+    assert {"nodes.h", "nodes.out", "nodes.0"} <= results.keys()
+    assert results["nodes.h"]["verdict"] == "correct"  # d(relu(h) * a)/dh = a
+    assert results["nodes.out"]["verdict"] == "correct"
+    assert results["nodes.0"]["expected"] == 13  # relu(h) + a * b = 7 + 2 * 3
+    assert results["nodes.0"]["verdict"] == "correct"
+    assert results["gradients.b"]["feedback"]["code"] == "wrong_local_derivative"  # a, not a*a
+
+
+def test_a_program_with_a_dead_relu_and_a_chosen_output() -> None:
+    bindings = {"a": 2, "b": -3, "c": 1}  # h = -5: the relu is off
+    answers = {"nodes": {"h": 2}, "derivatives": {"b": "a ** 2"}}
+    document = check(EVALUATOR, PROGRAM, bindings, answers)
+    results = {result["item"]: result for result in document["results"]}
+    assert results["nodes.h"]["feedback"]["code"] == "dead_relu"
+    assert results["derivatives.b"]["feedback"]["code"] == "dead_relu"
+    chosen = check(EVALUATOR, PROGRAM, bindings, {"gradients": {"a": -3}}, output="h")
+    assert next(r for r in chosen["results"] if r["item"] == "gradients.a")["verdict"] == "correct"
+
+
+def test_an_input_the_output_does_not_use_has_gradient_zero() -> None:
+    program = "x = Value(2.0)\nunused = Value(5.0)\ny = x * x"
+    document = check(EVALUATOR, program, {}, {"gradients": {"x": 4, "unused": 1}}, reveal=True)
+    results = {result["item"]: result for result in document["results"]}
+    assert results["gradients.x"]["verdict"] == "correct"
+    assert results["gradients.unused"]["expected"] == 0
+    assert results["gradients.unused"]["verdict"] == "incorrect"
