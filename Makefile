@@ -8,7 +8,7 @@ export PORT
 # (docs/SECURITY.md). HOST=0.0.0.0 makes it reachable from elsewhere, e.g. from a proxy.
 HOST ?= 127.0.0.1
 
-.PHONY: serve test check typecheck lint openapi test-docker lock fuzz load bench clean graphviz pictures
+.PHONY: serve test check typecheck lint openapi test-docker lock fuzz load bench clean translations graphviz pictures
 
 # The virtual environment is rebuilt whenever the project's declared dependencies change.
 $(BIN)/python:
@@ -58,6 +58,25 @@ lint: $(VENV)/.installed
 # openapi.yaml is generated from the code; tests/test_openapi.py fails when it is out of date.
 openapi: $(VENV)/.installed
 	$(BIN)/python -m service.api.spec openapi.yaml
+
+# The message catalogues: every `_()`/`_n()` sentence under service/ extracted into the template,
+# merged into the Russian and Estonian catalogues (new sentences arrive untranslated; translate
+# them in the .po files, then run this again), and compiled to the .mo files the package ships.
+# tests/test_translations.py fails while any sentence lacks a translation.
+TRANSLATIONS := service/translations
+TRANSLATED := ru et
+translations: $(VENV)/.installed
+	$(BIN)/pybabel extract -F babel.cfg -k _n:1,2 --no-location --sort-output --width 100 \
+		--project autograd-service -o $(TRANSLATIONS)/messages.pot service
+	@for locale in $(TRANSLATED); do \
+		if [ -f $(TRANSLATIONS)/$$locale/LC_MESSAGES/messages.po ]; then \
+			$(BIN)/pybabel update --no-fuzzy-matching --ignore-obsolete --width 100 \
+				-i $(TRANSLATIONS)/messages.pot -d $(TRANSLATIONS) -l $$locale; \
+		else \
+			$(BIN)/pybabel init --width 100 -i $(TRANSLATIONS)/messages.pot -d $(TRANSLATIONS) -l $$locale; \
+		fi; \
+	done
+	$(BIN)/pybabel compile --statistics -d $(TRANSLATIONS)
 
 # Build the image, start it (alone and as three replicas behind nginx), smoke-test, tear down.
 test-docker:

@@ -17,11 +17,14 @@ from service.api import (
     gradients,
     graph,
     health,
+    language,
     logs,
     operations,
     pictures,
     sweep,
 )
+from service.api import check as check_api
+from service.api import exercises as exercises_api
 from service.api.config import (
     DEFAULTS,
     ENVIRONMENT_PREFIX,
@@ -37,7 +40,16 @@ from service.api.problems import ProblemApi
 from service.api.request import REQUEST_ID_HEADER, ApiRequest, StrictJSONProvider
 from service.evaluator import Evaluator
 
-RESOURCES = (gradients.blp, graph.blp, sweep.blp, derivatives.blp, operations.blp, health.blp)
+RESOURCES = (
+    gradients.blp,
+    graph.blp,
+    sweep.blp,
+    derivatives.blp,
+    check_api.blp,
+    exercises_api.blp,
+    operations.blp,
+    health.blp,
+)
 ALLOW_METHODS = "Access-Control-Allow-Methods"
 PREFLIGHT_MAX_AGE = 3600  # seconds a browser may reuse a CORS preflight: one per slider session
 
@@ -84,6 +96,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         max_age=PREFLIGHT_MAX_AGE,
     )
     app.after_request(_tag_with_request_id)
+    app.after_request(language.announce)
     return app
 
 

@@ -16,77 +16,81 @@ from service.errors import (
     LimitExceeded,
     RequestTooLarge,
 )
+from service.i18n import Message, _
 
 TYPE_BASE = "https://autograd-service.dev/problems/"
 
 # Keyed by the kind as it appears in the problem `type` URI: the core's kind with dashes.
-KINDS: dict[str, tuple[int, str]] = {
+KINDS: dict[str, tuple[int, Message]] = {
     # The expression is not one of our language (core: EXPRESSION_KINDS).
-    "empty-expression": (422, "Empty expression"),
-    "unexpected-token": (422, "Unexpected token"),
-    "unexpected-end": (422, "Unexpected end of expression"),
-    "unbalanced-parenthesis": (422, "Unbalanced parenthesis"),
-    "unknown-function": (422, "Unknown function"),
-    "wrong-arity": (422, "Wrong number of arguments"),
-    "variable-exponent": (422, "Variable exponent"),
-    "implicit-multiplication": (422, "Implicit multiplication"),
-    "invalid-character": (422, "Invalid character"),
-    "unsupported-syntax": (422, "Unsupported syntax"),
-    "function-name": (422, "Function name used as a variable"),
-    "used-before-assignment": (422, "Name used before assignment"),
+    "empty-expression": (422, _("Empty expression")),
+    "unexpected-token": (422, _("Unexpected token")),
+    "unexpected-end": (422, _("Unexpected end of expression")),
+    "unbalanced-parenthesis": (422, _("Unbalanced parenthesis")),
+    "unknown-function": (422, _("Unknown function")),
+    "wrong-arity": (422, _("Wrong number of arguments")),
+    "variable-exponent": (422, _("Variable exponent")),
+    "implicit-multiplication": (422, _("Implicit multiplication")),
+    "invalid-character": (422, _("Invalid character")),
+    "unsupported-syntax": (422, _("Unsupported syntax")),
+    "function-name": (422, _("Function name used as a variable")),
+    "used-before-assignment": (422, _("Name used before assignment")),
     # Well formed, but larger than the configured limits (core: LIMIT_KINDS).
-    "expression-too-long": (422, "Expression too long"),
-    "nesting-too-deep": (422, "Expression nested too deeply"),
-    "too-many-nodes": (422, "Too many graph nodes"),
-    "identifier-too-long": (422, "Identifier too long"),
-    "constant-too-large": (422, "Constant too large"),
-    "too-many-statements": (422, "Too many statements"),
+    "expression-too-long": (422, _("Expression too long")),
+    "nesting-too-deep": (422, _("Expression nested too deeply")),
+    "too-many-nodes": (422, _("Too many graph nodes")),
+    "identifier-too-long": (422, _("Identifier too long")),
+    "constant-too-large": (422, _("Constant too large")),
+    "too-many-statements": (422, _("Too many statements")),
     # The bindings do not fit the expression (core: BINDING_KINDS).
-    "unbound-variables": (422, "Unbound variables"),
-    "unknown-variables": (422, "Unknown variables"),
-    "invalid-binding": (422, "Invalid binding"),
-    "too-many-bindings": (422, "Too many bindings"),
-    "unknown-output": (422, "Unknown output"),
+    "unbound-variables": (422, _("Unbound variables")),
+    "unknown-variables": (422, _("Unknown variables")),
+    "invalid-binding": (422, _("Invalid binding")),
+    "too-many-bindings": (422, _("Too many bindings")),
+    "unknown-output": (422, _("Unknown output")),
     # A value or gradient is not a finite real number (core: DOMAIN_KINDS).
-    "log-domain": (422, "Logarithm of a non-positive number"),
-    "division-by-zero": (422, "Division by zero"),
-    "complex-result": (422, "Complex result"),
-    "overflow": (422, "Overflow"),
-    "non-finite": (422, "Non-finite gradient"),
+    "log-domain": (422, _("Logarithm of a non-positive number")),
+    "division-by-zero": (422, _("Division by zero")),
+    "complex-result": (422, _("Complex result")),
+    "overflow": (422, _("Overflow")),
+    "non-finite": (422, _("Non-finite gradient")),
+    # Answers sent to /v1/check that the expression has no item for, or too costly to judge.
+    "unknown-answer-items": (422, _("Unknown answer items")),
+    "check-too-expensive": (422, _("Answers too expensive to check")),
     # A sweep or a drawing larger than configured (core: SIZE_KINDS).
-    "too-many-points": (422, "Too many sweep points"),
-    "grid-too-large": (422, "Sweep grid too large"),
-    "sweep-too-large": (422, "Sweep too large"),
-    "graph-too-large-to-draw": (422, "Graph too large to draw"),
+    "too-many-points": (422, _("Too many sweep points")),
+    "grid-too-large": (422, _("Sweep grid too large")),
+    "sweep-too-large": (422, _("Sweep too large")),
+    "graph-too-large-to-draw": (422, _("Graph too large to draw")),
     # Pictures: Graphviz missing or too slow (core: PICTURE_KINDS), plots over their rate.
-    "graphviz-unavailable": (501, "Graphviz not installed"),
-    "drawing-too-slow": (503, "Drawing took too long"),
-    "too-many-pictures": (429, "Too many pictures"),
+    "graphviz-unavailable": (501, _("Graphviz not installed")),
+    "drawing-too-slow": (503, _("Drawing took too long")),
+    "too-many-pictures": (429, _("Too many pictures")),
     # Symbolic differentiation past its bounds (core: service.derivatives).
-    "symbolic-too-large": (422, "Too large for symbolic differentiation"),
-    "symbolic-too-expensive": (422, "Symbolic differentiation took too long"),
+    "symbolic-too-large": (422, _("Too large for symbolic differentiation")),
+    "symbolic-too-expensive": (422, _("Symbolic differentiation took too long")),
     # The request itself, before the core sees it.
-    "malformed-json": (400, "Malformed JSON"),
-    "bad-request": (400, "Bad request"),
-    "validation-error": (422, "Invalid request"),
-    "unsupported-media-type": (415, "Unsupported media type"),
-    "body-too-large": (413, "Request body too large"),
-    "not-found": (404, "Not found"),
-    "method-not-allowed": (405, "Method not allowed"),
-    "internal-error": (500, "Internal server error"),
+    "malformed-json": (400, _("Malformed JSON")),
+    "bad-request": (400, _("Bad request")),
+    "validation-error": (422, _("Invalid request")),
+    "unsupported-media-type": (415, _("Unsupported media type")),
+    "body-too-large": (413, _("Request body too large")),
+    "not-found": (404, _("Not found")),
+    "method-not-allowed": (405, _("Method not allowed")),
+    "internal-error": (500, _("Internal server error")),
     # What one request may cost (service/api/costs.py).
-    "request-too-expensive": (503, "Request too expensive"),
-    "service-busy": (503, "Service busy"),
-    "response-too-large": (422, "Response too large"),
+    "request-too-expensive": (503, _("Request too expensive")),
+    "service-busy": (503, _("Service busy")),
+    "response-too-large": (422, _("Response too large")),
 }
 
 # Answered by the proxy in front of the service (deploy/nginx/errors.conf), never by the app itself;
 # the proxy's 400, 413, 500 and 503 use the app's kinds above.
-PROXY_KINDS: dict[str, tuple[int, str]] = {
-    "request-timeout": (408, "Request timeout"),
-    "too-many-requests": (429, "Too many requests"),
-    "bad-gateway": (502, "Bad gateway"),
-    "gateway-timeout": (504, "Gateway timeout"),
+PROXY_KINDS: dict[str, tuple[int, Message]] = {
+    "request-timeout": (408, _("Request timeout")),
+    "too-many-requests": (429, _("Too many requests")),
+    "bad-gateway": (502, _("Bad gateway")),
+    "gateway-timeout": (504, _("Gateway timeout")),
 }
 
 # The kind of each HTTP error Flask, Werkzeug or webargs raise; other statuses are `about:blank`.

@@ -38,6 +38,8 @@ def test_cors_preflight_is_answered_and_cached(client: FlaskClient) -> None:
         ("/v1/graph", "POST", {"OPTIONS", "POST"}),
         ("/v1/operations", "GET", {"GET", "HEAD", "OPTIONS"}),
         ("/healthz", "GET", {"GET", "HEAD", "OPTIONS"}),
+        ("/v1/check", "POST", {"OPTIONS", "POST"}),
+        ("/v1/exercises", "POST", {"OPTIONS", "POST"}),
     ],
 )
 def test_a_preflight_offers_only_the_routes_methods(

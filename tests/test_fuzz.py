@@ -30,6 +30,7 @@ from schemathesis.specs.openapi.checks import (
 
 from service.api.config import DEFAULTS
 from service.app import create_app
+from service.check import ANSWER_KINDS
 from service.derivatives import SYMBOLIC_KINDS, Differentiator, SymbolicLimits
 from service.errors import (
     BINDING_KINDS,
@@ -228,10 +229,12 @@ if not LIVE_URL:
 negative = api.config.checks.negative_data_rejection
 negative.expected_statuses = [*negative.expected_statuses, "413"]
 
-# What a schema cannot say: the expression's grammar and meaning, and whether the bindings name
-# exactly its variables. A request the spec allows may be refused for those reasons only.
+# What a schema cannot say: the expression's grammar and meaning, whether the bindings name
+# exactly its variables, and whether answers name items of the expression. A request the spec
+# allows may be refused for those reasons only.
 CORE_KINDS = {
-    slug(kind) for kind in (*EXPRESSION_KINDS, *LIMIT_KINDS, *BINDING_KINDS, *DOMAIN_KINDS)
+    slug(kind)
+    for kind in (*EXPRESSION_KINDS, *LIMIT_KINDS, *BINDING_KINDS, *DOMAIN_KINDS, *ANSWER_KINDS)
 }
 
 
@@ -313,3 +316,38 @@ def test_sweeps_over_extremes(text: str, start: float, stop: float, count: int) 
         assert all(e["kind"] in DOMAIN_KINDS for e in document["errors"])
         for i, value in enumerate(document["value"].tolist()):
             assert math.isfinite(value) != (i in failed)
+
+
+# -- answers to /v1/check -------------------------------------------------------------------
+
+CHECK_EVALUATOR = Evaluator()
+answer_values = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(),
+    st.text(max_size=60),
+    st.lists(any_tokens, max_size=30).map("".join),
+    st.lists(grammar_tokens, max_size=30).map("".join),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+)
+
+
+@fuzz_settings
+@given(value=answer_values, gradient=answer_values, node=answer_values, derivative=answer_values)
+def test_random_answers_get_feedback(value, gradient, node, derivative) -> None:
+    """Whatever a learner types, every item gets a verdict and a sentence, never an error."""
+    from service.check import CODES, check
+
+    answers = {
+        "value": value,
+        "gradients": {"a": gradient},
+        "nodes": {"1": node},
+        "derivatives": {"b": derivative},
+    }
+    document = check(CHECK_EVALUATOR, "a * b + a", {"a": 2.0, "b": -3.0}, answers)
+    assert 0 <= document["score"] <= 1
+    for result in document["results"]:
+        assert result["verdict"] in ("correct", "incorrect", "unanswered")
+        assert result["feedback"]["code"] in CODES
+        assert result["feedback"]["message"]

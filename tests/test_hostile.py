@@ -1007,3 +1007,112 @@ def test_large_expressions_do_not_pile_up_in_memory() -> None:
     gc.collect()
     grown = (process.memory_info().rss - before) / 2**20
     assert grown < 40, f"{grown:.0f} MiB kept after three more large expressions"
+
+
+# -- answers to /v1/check and requests for exercises ----------------------------------------
+# A learner's answer is client text too. A hostile answer is not a refusal of the request: the
+# item gets `unparsable` (or another feedback code) and the rest is checked, with the canary
+# watching as for expressions; the answers' own structure, when wrong, is a problem.
+
+CHECKED = {"expression": "a * b", "bindings": {"a": 3, "b": 4}}
+
+
+def checked(answers: Any, kind: str, status: int = 422, **extra: Any) -> Case:
+    return Case(_json({**CHECKED, "answers": answers, **extra}), kind, status, path="/v1/check")
+
+
+def exercise_request(body: Any, kind: str = "validation-error") -> Case:
+    return Case(_json(body), kind, path="/v1/exercises")
+
+
+ANSWER_PAYLOADS = [
+    *(text for text, _kind in PYTHON_SYNTAX.values()),
+    *(f"{name}(a)" for name in DUNDERS),
+    *(f"{name}('x')" for name in SYMPY_NAMES),
+    "(" * 5000 + "a" + ")" * 5000,
+    "a" + "**2" * 100,
+    "9**9**9",
+    "1" * 10_000,
+    "a" * 5000,
+    "+".join(["a"] * 5000),
+    "exp(" * 40 + "a" + ")" * 40,
+    "\x00a",
+    "\ud800",
+    "\u0430 * b",
+]
+
+CHECK_PROBLEMS = [
+    # The expression is refused as /v1/gradients refuses it, whatever the answers.
+    *(
+        pytest.param(
+            Case(_json({"expression": text, "bindings": {}, "answers": {}}), kind,
+                 path="/v1/check"),
+            id=f"check-expression-{name}",
+        )
+        for name, (text, kind) in [*PYTHON_SYNTAX.items()][:20]
+    ),
+    pytest.param(checked({"gradients": {"__class__": 1}}, "unknown-answer-items"),
+                 id="check-unknown-gradient"),
+    pytest.param(checked({"nodes": {"1e9": 1}}, "unknown-answer-items"), id="check-node-float"),
+    pytest.param(checked({"nodes": {"9" * 5000: 1}}, "unknown-answer-items"),
+                 id="check-node-huge"),
+    pytest.param(checked({"nodes": {"\u0661": 1}}, "unknown-answer-items"),
+                 id="check-node-arabic-digit"),
+    pytest.param(checked({"derivatives": {"a" * 100_000: "1"}}, "unknown-answer-items"),
+                 id="check-derivative-name-100k"),
+    pytest.param(checked([1, 2], "validation-error"), id="check-answers-array"),
+    pytest.param(checked({"gradients": "a"}, "validation-error"), id="check-gradients-string"),
+    pytest.param(checked({"eval": 1}, "validation-error"), id="check-answers-unknown-key"),
+    pytest.param(checked({}, "validation-error", tolerance={"relative": -1}),
+                 id="check-negative-tolerance"),
+    pytest.param(
+        Case(b'{"expression": "a", "bindings": {"a": 1}, "answers": {}, '
+             b'"tolerance": {"absolute": NaN}}', "validation-error",
+             path="/v1/check"),
+        id="check-tolerance-nan",
+    ),
+    pytest.param(checked({}, "validation-error", reveal="true"), id="check-reveal-string"),
+    pytest.param(exercise_request({"seed": 2**64}), id="exercise-seed-2-64"),
+    pytest.param(exercise_request({"seed": -1}), id="exercise-seed-negative"),
+    pytest.param(exercise_request({"seed": 1e300}), id="exercise-seed-float"),
+    pytest.param(exercise_request({"seed": "__import__('os')"}), id="exercise-seed-string"),
+    pytest.param(exercise_request({"seed": 1, "level": 10**6}), id="exercise-level-huge"),
+    pytest.param(exercise_request({"seed": 1, "kind": "__class__"}), id="exercise-kind-dunder"),
+    pytest.param(exercise_request([1]), id="exercise-array"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", CHECK_PROBLEMS)
+def test_check_and_exercise_problems(client: FlaskClient, case: Case) -> None:
+    check_refused(client, case)
+
+
+@pytest.mark.parametrize("payload", ANSWER_PAYLOADS, ids=lambda p: repr(p)[:40])
+def test_hostile_answers_are_feedback(client: FlaskClient, payload: str) -> None:
+    body = _json(
+        {
+            **CHECKED,
+            "answers": {
+                "value": payload,
+                "gradients": {"a": payload, "b": 3},
+                "nodes": {"0": payload},
+                "derivatives": {"a": payload, "b": "a"},
+            },
+        }
+    )
+    # sympy imports parts of itself on first use of a simplification path: the first request
+    # may do that; the same request again must run, open and import nothing.
+    first = client.post("/v1/check", data=body, content_type="application/json")
+    assert first.status_code == 200, first.get_data()[:500]
+    with CANARY.watching() as events:
+        response = client.post("/v1/check", data=body, content_type="application/json")
+    assert response.get_data() == first.get_data()
+    assert events == [], f"the canary saw {events}"
+    assert not TRAP.exists(), f"an input created {TRAP}"
+    results = {r["item"]: r for r in response.get_json()["results"]}
+    for item in ("value", "gradients.a", "nodes.0", "derivatives.a"):
+        assert results[item]["verdict"] == "incorrect", results[item]
+        assert results[item]["feedback"]["message"]
+    assert results["gradients.b"]["verdict"] == "correct"
+    assert results["derivatives.b"]["verdict"] == "correct"
+    check_lesson(client)

@@ -407,6 +407,22 @@ def test_the_table_has_every_kind_of_the_core_and_every_http_kind() -> None:
     assert len(set(titles)) == len(titles)
 
 
+def test_answers_for_items_the_expression_lacks(client: FlaskClient) -> None:
+    body = {"expression": "a * b", "bindings": {"a": 1, "b": 2}, "answers": {"nodes": {"9": 1}}}
+    problem(client.post("/v1/check", json=body), "unknown-answer-items")
+
+
+def test_symbolic_answers_past_their_budget(
+    client: FlaskClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from service import check
+
+    monkeypatch.setattr(check, "SYMBOLIC_SECONDS", 1e-4)
+    answers = {"derivatives": {"a": "b * (a + 1) ** 20 - b * (a + 1) ** 20 + b"}}
+    body = {"expression": "a * b", "bindings": {"a": 1, "b": 2}, "answers": answers}
+    problem(client.post("/v1/check", json=body), "check-too-expensive")
+
+
 def test_every_kind_was_shown_by_a_test() -> None:
     # Runs last in this module: every kind of the table must have been checked above.
     if not TESTED:

@@ -158,3 +158,31 @@ def refusal(expression: str, bindings: dict[str, float]) -> AutogradError:
     except AutogradError as error:
         return error
     raise ValueError(f"{expression!r} with {bindings} is not refused")  # pragma: no cover
+
+
+# A learner's answers to the lesson's exercise: one right, one with the sign wrong, one missing.
+# (Numbers only: a symbolic answer would make building the spec start up sympy's simplifier.)
+CHECK_REQUEST: dict[str, Any] = {
+    "expression": LESSON_EXPRESSION,
+    "bindings": LESSON_BINDINGS,
+    "answers": {"gradients": {"a": 10, "b": -10}},
+}
+EXERCISE_REQUEST: dict[str, Any] = {"seed": 42, "level": 1, "kind": "gradients"}
+
+
+def check_document() -> dict[str, Any]:
+    from service.check import check
+    from service.i18n import DEFAULT_LOCALE, localized
+
+    request = CHECK_REQUEST
+    document = check(Evaluator(), request["expression"], LESSON_BINDINGS, request["answers"])
+    localized_document: dict[str, Any] = localized(document, DEFAULT_LOCALE)
+    return localized_document
+
+
+def exercise_document() -> dict[str, Any]:
+    from service.exercises import exercise
+    from service.i18n import DEFAULT_LOCALE, localized
+
+    document: dict[str, Any] = localized(exercise(Evaluator(), **EXERCISE_REQUEST), DEFAULT_LOCALE)
+    return document

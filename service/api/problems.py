@@ -11,7 +11,7 @@ from flask import Response, current_app, request
 from flask_smorest import Api, Blueprint
 from werkzeug.exceptions import HTTPException
 
-from service.api import json_response
+from service.api import json_response, language
 from service.api.costs import retry_after
 from service.api.docs import served_spec
 from service.api.examples import REFUSED, refusal
@@ -19,7 +19,7 @@ from service.api.logs import LOGGER
 from service.api.request import REQUEST_ID_HEADER, RESPONSE_HEADERS
 from service.api.schemas import ProblemSchema, bindings_property
 from service.errors import AutogradError, BindingError, BudgetExceeded
-from service.i18n import _
+from service.i18n import DEFAULT_LOCALE, _, _n, localized
 from service.kinds import HTTP_KINDS, KINDS, Problem, core_problem, problem_body
 
 PROBLEM_MIMETYPE = "application/problem+json"
@@ -61,7 +61,8 @@ _SAMPLES: dict[str, tuple[str, dict[str, Any]]] = {
 
 
 def problem_response(body: dict[str, Any], headers: dict[str, str] | None = None) -> Response:
-    response = json_response(body, body["status"], PROBLEM_MIMETYPE)
+    """The problem as a response, its title and details in the language the request asked for."""
+    response = json_response(localized(body, language.current()), body["status"], PROBLEM_MIMETYPE)
     response.headers.update(headers or {})
     return response
 
@@ -125,8 +126,18 @@ def http_problem(error: HTTPException) -> Response:
     messages = (getattr(error, "data", None) or {}).get("messages")
     if kind == "validation-error" and messages:
         errors = [e for location in messages.values() for e in _pointers(location, "")]
-        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        detail = f"{errors[0]['pointer'] or '/'}: {errors[0]['detail']}{more}"
+        pointer, first = errors[0]["pointer"] or "/", errors[0]["detail"]
+        detail = (
+            _n(
+                "{pointer}: {detail} (and {count} more)",
+                "{pointer}: {detail} (and {count} more)",
+                len(errors) - 1,
+                pointer=pointer,
+                detail=first,
+            )
+            if len(errors) > 1
+            else _("{pointer}: {detail}", pointer=pointer, detail=first)
+        )
         return problem_response(problem_body(kind, detail, errors=errors))
     return problem_response(problem_body(kind, error.description or HTTPStatus(code).phrase))
 
@@ -134,7 +145,7 @@ def http_problem(error: HTTPException) -> Response:
 def _pointers(messages: Any, pointer: str) -> list[dict[str, str]]:
     """marshmallow's nested error messages as a flat list of RFC 6901 pointers."""
     if isinstance(messages, str):
-        return [{"pointer": pointer, "detail": messages}]
+        return [{"pointer": pointer, "detail": language.schema_sentence(messages)}]
     if isinstance(messages, list):
         return [e for message in messages for e in _pointers(message, pointer)]
     errors = []
@@ -179,11 +190,10 @@ def _examples(status: int) -> dict[str, Any]:
         if KINDS[kind][0] == status
     }
     if status == HTTPStatus.UNPROCESSABLE_ENTITY:
-        # plain JSON values: a refusal's sentences are translatable `Message`s
-        samples.update(
-            {kind: json.loads(json.dumps(core_problem(refusal(*s)))) for kind, s in REFUSED.items()}
-        )
-    return {kind: {"summary": body["title"], "value": body} for kind, body in samples.items()}
+        samples.update({kind: core_problem(refusal(*sample)) for kind, sample in REFUSED.items()})
+    # The spec is written in English, the source language, with plain strings for YAML.
+    english = localized(samples, DEFAULT_LOCALE)
+    return {kind: {"summary": body["title"], "value": body} for kind, body in english.items()}
 
 
 class ProblemApi(Api):

@@ -8,10 +8,12 @@ import re
 from typing import Any
 
 from apispec.ext.marshmallow.field_converter import FieldConverterMixin
-from marshmallow import Schema, ValidationError, fields, validate, validates_schema
+from marshmallow import Schema, ValidationError, fields, post_load, validate, validates_schema
 
 from service.api.config import SETTINGS
+from service.check import CODES, DEFAULT_TOLERANCE, VERDICTS, Tolerance
 from service.evaluator import DEFAULT_GRANULARITY, FIELDS, GRANULARITIES
+from service.exercises import DEFAULT_KIND, DEFAULT_LEVEL, EXERCISE_KINDS, LEVELS, MAX_SEED
 from service.i18n import _
 from service.kinds import KINDS, type_uri
 from service.limits import DEFAULT_LIMITS, Limits
@@ -460,7 +462,7 @@ class HealthSchema(Schema):
     )
 
 
-def _problem(field: type[fields.Field], description: str, *args: Any, **kwargs: Any) -> Any:
+def _problem(field: type[fields.Field[Any]], description: str, *args: Any, **kwargs: Any) -> Any:
     return field(*args, metadata={"description": description}, **kwargs)
 
 
@@ -477,10 +479,6 @@ class PointerSchema(Schema):
         "JSON pointer (RFC 6901) to the part of the body at fault; empty for the whole body.",
     )
     detail = _out(fields.String, "What is wrong with it.")
-
-
-def _problem(field: type[fields.Field[Any]], description: str, *args: Any, **kwargs: Any) -> Any:
-    return field(*args, metadata={"description": description}, **kwargs)
 
 
 class ProblemSchema(Schema):
@@ -721,4 +719,200 @@ class DerivativesSchema(Schema):
         "Whether reverse mode and the exact value agree for every variable: within 1e-9 "
         "relative, or 1e-12 of the largest number the graph handled (rounding where terms "
         "cancel).",
+    )
+
+
+# -- checking answers (POST /v1/check) and exercises (POST /v1/exercises) --------------------
+
+_ANSWER = (
+    "A number (JSON number, or text of a constant such as `-1/2`); null or absent: unanswered."
+)
+
+
+def _answers(description: str) -> fields.Dict:
+    return fields.Dict(
+        keys=fields.String(),
+        values=fields.Raw(allow_none=True),
+        allow_none=True,
+        metadata={"description": description},
+    )
+
+
+class StrictBoolean(fields.Boolean):
+    """JSON true or false only: marshmallow's Boolean also takes "yes", 1 or "off"."""
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> bool:
+        if not isinstance(value, bool):
+            raise self.make_error("invalid", input=value)
+        return value
+
+
+class WholeNumber(fields.Integer):
+    """A JSON number with no fractional part, as JSON Schema's `integer` is: 7 or 7.0, never
+    "7", true or 7.5 (marshmallow's Integer would refuse 7.0, or else take "7" and cut 7.5)."""
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> int:
+        whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+        if isinstance(value, bool) or not whole:
+            raise self.make_error("invalid", input=value)
+        return int(value)
+
+
+def _strict_boolean(description: str) -> fields.Boolean:
+    return StrictBoolean(load_default=False, metadata={"description": description})
+
+
+class AnswersSchema(Schema):
+    value = fields.Raw(allow_none=True, metadata={"description": f"The output's value. {_ANSWER}"})
+    gradients = _answers(
+        f"Variable name to the gradient of the output with respect to it. {_ANSWER}"
+    )
+    nodes = _answers(
+        "Node id (as in `graph.nodes` of the operator view), or the name a program gave the "
+        f"node, to the gradient that reaches it: the backward pass filled in. {_ANSWER}"
+    )
+    derivatives = _answers(
+        "Variable name to the derivative of the output with respect to it, as an expression "
+        "in our language (e.g. `2*a*b`); judged by mathematical equivalence."
+    )
+
+
+class ToleranceSchema(Schema):
+    relative = fields.Float(
+        load_default=DEFAULT_TOLERANCE.relative,
+        validate=validate.Range(min=0, max=1),
+        metadata={"description": "Allowed error relative to |expected|."},
+    )
+    absolute = fields.Float(
+        load_default=DEFAULT_TOLERANCE.absolute,
+        validate=validate.Range(min=0, max=1e300),
+        metadata={"description": "Allowed absolute error, added to the relative one."},
+    )
+
+    @post_load
+    def tolerance(self, data: dict[str, float], **kwargs: Any) -> Tolerance:
+        return Tolerance(**data)
+
+
+class CheckRequestSchema(Schema):
+    expression = _expression()
+    bindings = Bindings(
+        load_default=dict,
+        metadata={
+            "description": "A finite number for every input of the expression, as for "
+            "/v1/gradients (a program's declared inputs may be left out)."
+        },
+    )
+    output = _output()
+    answers = fields.Nested(
+        AnswersSchema, required=True, metadata={"description": "The learner's answers."}
+    )
+    tolerance = fields.Nested(
+        ToleranceSchema,
+        load_default=lambda: DEFAULT_TOLERANCE,
+        metadata={
+            "description": "A number is correct within absolute + relative * |expected| "
+            "(default relative 1e-6, absolute 1e-9)."
+        },
+    )
+    reveal = _strict_boolean("Include each item's `expected` answer in the results.")
+
+
+class FeedbackSchema(Schema):
+    code = _out(fields.String, "The likely mistake, or `correct`.", validate=validate.OneOf(CODES))
+    message = _out(fields.String, "A sentence for the learner, in the response's language.")
+    position = _problem(
+        fields.Nested, "Unparsable answers: where in the answer text.", PositionSchema
+    )
+
+
+class CheckItemSchema(Schema):
+    item = _out(
+        fields.String, "What was answered: `value`, `gradients.a`, `nodes.7`, `derivatives.a`."
+    )
+    verdict = _out(fields.String, "The verdict.", validate=validate.OneOf(VERDICTS))
+    feedback = _out(fields.Nested, "What to tell the learner.", FeedbackSchema)
+    expected = _problem(
+        fields.Raw,
+        "Only with `reveal: true`: the right answer, a number, or the derivative as text.",
+    )
+
+
+class CheckResultSchema(Schema):
+    score = _out(
+        fields.Float,
+        "Correct answers / answered items (0 when nothing is answered).",
+        validate=validate.Range(min=0, max=1),
+    )
+    results = _out(
+        fields.List,
+        "Every item: the value, each variable's gradient, and each node or derivative when "
+        "`nodes` or `derivatives` was sent.",
+        fields.Nested(CheckItemSchema),
+    )
+
+
+class ExerciseRequestSchema(Schema):
+    seed = WholeNumber(
+        required=True,
+        validate=validate.Range(min=0, max=MAX_SEED),
+        metadata={"description": "Any whole number; the same seed gives the same exercise."},
+    )
+    level = WholeNumber(
+        load_default=DEFAULT_LEVEL,
+        validate=validate.OneOf(LEVELS),
+        metadata={
+            "description": "1: `(a + b) * c` and its cousins; 2: shared nodes and relu; "
+            "3: derived operations (`-`, `/`), powers and relu dead zones."
+        },
+    )
+    kind = fields.String(
+        load_default=DEFAULT_KIND,
+        validate=validate.OneOf(EXERCISE_KINDS),
+        metadata={
+            "description": "`gradients`: predict every variable's gradient; `backward-pass`: "
+            "the gradient reaching every node; `derivative`: write each derivative symbolically."
+        },
+    )
+    reveal = _strict_boolean("Include the right `answers`.")
+
+
+class QuestionSchema(Schema):
+    item = _out(fields.String, "The item this question is, as /v1/check names it.")
+    prompt = _out(fields.String, "The question, in the response's language.")
+
+
+class ExerciseSchema(Schema):
+    seed = _out(fields.Integer, "The seed asked for.")
+    level = _out(fields.Integer, "The level asked for.")
+    kind = _out(fields.String, "The kind asked for.", validate=validate.OneOf(EXERCISE_KINDS))
+    generator = _out(
+        fields.Integer,
+        "The version of the exercise rules; a seed gives the same exercise while it is the same.",
+    )
+    expression = _out(fields.String, "The expression to show (send it to /v1/check as is).")
+    bindings = _out(
+        fields.Dict,
+        "The variables' values (send them to /v1/check as is).",
+        keys=fields.String(),
+        values=fields.Float(),
+    )
+    instructions = _out(fields.String, "What to do, in the response's language.")
+    questions = _out(fields.List, "The questions, one per item.", fields.Nested(QuestionSchema))
+    answer_template = _out(
+        fields.Dict,
+        "The `answers` object /v1/check expects, every answer null: fill it in.",
+        keys=fields.String(),
+        values=fields.Dict(keys=fields.String(), values=fields.Raw(allow_none=True)),
+    )
+    graph = _problem(
+        fields.Nested,
+        "`backward-pass` exercises: the graph whose node ids the questions use.",
+        GraphShapeSchema,
+    )
+    answers = _problem(
+        fields.Dict,
+        "Only with `reveal: true`: the right answers, in the shape of `answer_template`.",
+        keys=fields.String(),
+        values=fields.Dict(keys=fields.String(), values=fields.Raw()),
     )

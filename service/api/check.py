@@ -1,0 +1,50 @@
+"""POST /v1/check: judge a learner's answers about an expression, with feedback on each."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Response
+
+from service.api import evaluator
+from service.api.examples import CHECK_REQUEST, check_document
+from service.api.language import localized_response
+from service.api.problems import documents_problems
+from service.api.request import RESPONSE_HEADERS, Blueprint
+from service.api.schemas import CheckRequestSchema, CheckResultSchema
+from service.check import check
+
+blp = Blueprint(
+    "check",
+    __name__,
+    url_prefix="/v1",
+    description="Checking a learner's answers, with feedback naming the likely mistake.",
+)
+
+
+@blp.route("/check", methods=["POST"])
+@blp.arguments(CheckRequestSchema(), example=CHECK_REQUEST)
+@blp.response(200, CheckResultSchema, example=check_document(), headers=RESPONSE_HEADERS)
+@documents_problems(blp, 400, 413, 415)
+def check_answers(body: dict[str, Any]) -> Response:
+    """Check a learner's answers
+
+    `answers` may hold the output's `value`, `gradients` by variable, `nodes` by graph node id
+    (the gradient reaching it) and `derivatives` by variable (expression text, judged by
+    mathematical equivalence). Every item gets a verdict (`correct`, `incorrect`, `unanswered`)
+    and feedback: a code naming the likely mistake (`wrong_sign`, `one_path_only`,
+    `wrong_local_derivative`, `dead_relu`, `outside_tolerance`, `not_a_number`, `unparsable`, ...)
+    and a sentence in the language `Accept-Language` asks for (en, ru, et). `score` is the
+    fraction of answered items that are correct; `expected` is included only with `reveal`.
+    """
+    return localized_response(
+        check(
+            evaluator(),
+            body["expression"],
+            body["bindings"],
+            body["answers"],
+            body["tolerance"],
+            body["reveal"],
+            body["output"],
+        )
+    )

@@ -1,0 +1,682 @@
+"""Checking a learner's answers against the graph: a verdict per item and the likely mistake.
+
+A number is judged against the engine's own forward and backward pass, within a tolerance. A
+symbolic derivative is parsed by our grammar (never evaluated as code), then judged by sympy: the
+difference with the true derivative is simplified, and where that cannot decide, both are compared
+at random points, as CAS graders do.
+
+An incorrect answer is compared with the answers each typical mistake would produce, computed from
+the graph rather than listed per exercise. The gradient at a target node is a sum over paths of
+products of local derivatives, so one slip changes it in a way the graph predicts:
+
+- a local derivative `l` on the edge parent -> child replaced by a wrong `w` (the operand's own
+  value, the node's value, 1, the other operand, `-l`, a relu taken as on) moves the target's
+  gradient by `(w - l) * grad(parent) * d(child)/d(target)`;
+- a node whose gradient kept only one incoming contribution (the `+=` of the backward pass
+  forgotten) moves it by `(contribution - grad(node)) * d(node)/d(target)`.
+
+`d(x)/d(target)` is one forward-mode sweep from the target, so every candidate costs O(1) once the
+sweep is done. A symbolic answer is matched the same way at every sample point.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+from service.budget import time_budget
+from service.engine import Value
+from service.errors import AutogradError, BudgetExceeded, DomainError
+from service.evaluator import Evaluator, run
+from service.i18n import Message, _, _n
+from service.limits import Limits
+from service.parser import ParsedExpression, parse
+
+if TYPE_CHECKING:  # sympy is imported only when a symbolic answer is judged
+    import sympy
+
+VERDICTS = ("correct", "incorrect", "unanswered")
+CODES = (
+    "correct",
+    "unanswered",
+    "wrong_sign",
+    "one_path_only",
+    "wrong_local_derivative",
+    "dead_relu",
+    "outside_tolerance",
+    "not_a_number",
+    "unparsable",
+    "unknown_variable",
+    "incorrect",
+)
+# When an answer fits several mistakes, the most specific one is named.
+_PRIORITY = ("dead_relu", "one_path_only", "wrong_sign", "wrong_local_derivative")
+
+# A learner's answer is a short formula: these bounds keep hostile ones cheap to refuse.
+ANSWER_LIMITS = Limits(
+    max_expression_length=1000, max_depth=50, max_nodes=500, max_identifier_length=64
+)
+DIAGNOSIS_NODES = 300  # mistakes are looked for in graphs up to this size; beyond, right or wrong
+SIMPLIFY_SECONDS = 1.0  # sympy's simplification of one difference; past it, points decide
+SYMBOLIC_SECONDS = 10.0  # all symbolic work of one request
+SAMPLE_POINTS = 6  # points at which a symbolic answer must agree
+SAMPLE_TRIES = 40  # points drawn at most, since some fall outside the expression's domain
+SIMPLIFY_KIND = "simplification_too_slow"  # an inner budget: its overrun falls back to points
+CHECK_KIND = "check_too_expensive"
+# The refusals of answers that no schema can foresee: items the expression lacks, symbolic work
+# past its budget (the HTTP layer maps each to a problem type).
+ANSWER_KINDS = ("unknown_answer_items", CHECK_KIND)
+UNUSED = -1  # the target of an input the output does not depend on: it has no node
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """How far a number may be from the expected one: `absolute + relative * |expected|`."""
+
+    relative: float = 1e-6
+    absolute: float = 1e-9
+
+    def accepts(self, answer: float, expected: float) -> bool:
+        return abs(answer - expected) <= self.absolute + self.relative * abs(expected)
+
+
+DEFAULT_TOLERANCE = Tolerance()
+# "Close": off by at most 1% (or 0.01), as a rounded or slightly miscomputed answer is.
+CLOSE = Tolerance(relative=1e-2, absolute=1e-2)
+
+
+class AnswerError(AutogradError):
+    """The answers name items the expression does not have: a fault of the client, not the
+    learner."""
+
+    def __init__(self, message: str, items: list[str]) -> None:
+        super().__init__("unknown_answer_items", message)
+        self.items = items
+
+
+# -- what a mistake would have answered --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Mistake:
+    """One slip the graph predicts: it moves the gradient of a target node by
+    `shift * d(at)/d(target)`; the flipped sign (`at` None) answers minus the gradient."""
+
+    code: str
+    shift: float
+    at: int | None
+    node: int | None = None  # the node the feedback names
+    operand: int | None = None  # and the operand, for a wrong local derivative
+    count: int = 0  # how many contributions the node receives, for one path only
+
+
+def _node_text(expression: str, node: dict[str, Any]) -> str:
+    """How the learner wrote a node: its text in the expression, shortened when long."""
+    start, end = node["span"]
+    text = " ".join(expression[start:end].split()) or node["label"]
+    return text if len(text) <= 40 else f"{text[:19]}…{text[-19:]}"
+
+
+def _wrong_locals(nodes: list[dict[str, Any]], node: dict[str, Any], k: int) -> list[float]:
+    """The wrong local derivatives a learner plausibly uses on edge `k` of `node`. Always the
+    same list for the same graph, whatever the numbers."""
+    child = nodes[node["children"][k]]
+    x = child["value"]
+    wrong = [
+        x,  # d(a * b)/da taken as a: the operand's own value
+        node["value"],  # the node's own value: d log(a)/da taken as log(a)
+        1.0,  # the gradient passed through without the local derivative
+    ]
+    if len(node["children"]) == 2:  # the other operand, e.g. b / a for d(a / b)/da
+        wrong.append(nodes[node["children"][1 - k]]["value"])
+    if node["op"] == "**" and node["exponent"] is not None:
+        exponent = node["exponent"]
+        wrong.append(_safe(lambda: exponent * x**exponent))  # the exponent not lowered
+        wrong.append(_safe(lambda: x ** (exponent - 1)))  # the factor k forgotten
+    if node["op"] == "tanh":
+        wrong.append(1.0 - x * x)  # 1 - a**2 rather than 1 - tanh(a)**2
+    return wrong
+
+
+def _safe(compute: Callable[[], float]) -> float:
+    try:
+        value = compute()
+    except (OverflowError, ZeroDivisionError, ValueError):
+        return math.nan
+    return value if isinstance(value, float) and math.isfinite(value) else math.nan
+
+
+class Mistakes:
+    """Every slip one evaluated graph predicts, found once and then applied to any target node.
+
+    The list's order depends only on the graph's shape, so the same slip has the same index at
+    every sample point of a symbolic answer; it runs from the most specific code to the least.
+    """
+
+    def __init__(self, expression: str, document: dict[str, Any]) -> None:
+        self.expression = expression
+        self.value = document["value"]
+        self.nodes = nodes = document["graph"]["nodes"]
+        found = [Mistake("wrong_sign", 0.0, None)]
+        if len(nodes) <= DIAGNOSIS_NODES:
+            found += self._slips()
+        self.all = sorted(found, key=lambda mistake: _PRIORITY.index(mistake.code))
+        self._moves = [(mistake.shift, mistake.at) for mistake in self.all]
+
+    def _slips(self) -> list[Mistake]:
+        nodes = self.nodes
+        found: list[Mistake] = []
+        incoming: dict[int, list[float]] = {}
+        for node in nodes:
+            parent_grad, parent = node["grad"], node["id"]
+            for k, (child, local) in enumerate(
+                zip(node["children"], node["local_grads"], strict=True)
+            ):
+                incoming.setdefault(child, []).append(local * parent_grad)
+                if node["op"] == "relu":  # taken as on: local derivative 1
+                    found.append(Mistake("dead_relu", (1.0 - local) * parent_grad, child, parent))
+                    continue
+                found.append(Mistake("wrong_sign", -2 * local * parent_grad, child, parent))
+                found += [
+                    Mistake(
+                        "wrong_local_derivative", (w - local) * parent_grad, child, parent, child
+                    )
+                    for w in _wrong_locals(nodes, node, k)
+                ]
+        for node, contributions in sorted(incoming.items()):
+            if len(contributions) > 1:
+                total = nodes[node]["grad"]
+                found += [
+                    Mistake("one_path_only", c - total, node, node, count=len(contributions))
+                    for c in contributions
+                ]
+        return found
+
+    def answers(self, target: int | None) -> list[float]:
+        """What each slip would answer for the gradient of node `target` (None: the value)."""
+        if target is None:
+            return [-self.value if m.at is None else math.nan for m in self.all]
+        if target == UNUSED:  # no path reaches it: no slip can give it a gradient
+            return [math.nan] * len(self.all)
+        nodes = self.nodes
+        grad = nodes[target]["grad"]
+        # d(node)/d(target) for every node: forward mode from the target (children come first).
+        tangent = [0.0] * len(nodes)
+        tangent[target] = 1.0
+        for node in nodes[target + 1 :]:
+            tangent[node["id"]] = sum(
+                local * tangent[child]
+                for child, local in zip(node["children"], node["local_grads"], strict=True)
+            )
+        return [-grad if at is None else grad + shift * tangent[at] for shift, at in self._moves]
+
+    def message(self, index: int) -> Message:
+        mistake = self.all[index]
+        about: dict[str, Any] = {"count": mistake.count}
+        for role in ("node", "operand"):
+            at = getattr(mistake, role)
+            if at is not None:
+                about[role] = _node_text(self.expression, self.nodes[at])
+        return _mistake_message(mistake.code, about)
+
+
+def _dead_relu_on_path(expression: str, document: dict[str, Any], target: int) -> str | None:
+    """A relu that is off and would otherwise pass gradient down to `target`, as text."""
+    nodes = document["graph"]["nodes"]
+    if len(nodes) > DIAGNOSIS_NODES:
+        return None
+    below = {target}  # nodes from which `target` can be reached going down
+    for node in nodes[target + 1 :]:
+        if any(child in below for child in node["children"]):
+            below.add(node["id"])
+    for node in nodes:
+        if node["op"] == "relu" and node["id"] in below and node["local_grads"] == [0.0]:
+            return _node_text(expression, node)
+    return None
+
+
+# -- feedback ----------------------------------------------------------------------------------
+
+
+def _mistake_message(code: str, about: Mapping[str, Any]) -> Message:
+    if code == "wrong_sign":
+        return _(
+            "The size is right but the sign is wrong: look for a negative local derivative "
+            "on the way back, such as the -1 of a subtraction or a negative operand."
+        )
+    if code == "one_path_only":
+        return _n(
+            "{node} is used {count} time, and the contributions from every use add up "
+            "(the += of the backward pass); this answer counts only one of them.",
+            "{node} is used {count} times, and the contributions from every use add up "
+            "(the += of the backward pass); this answer counts only one of them.",
+            about["count"],
+            node=about["node"],
+        )
+    if code == "wrong_local_derivative":
+        return _(
+            "At {node}, the gradient sent to {operand} was multiplied by the wrong local "
+            "derivative: it must be multiplied by the derivative of {node} with respect to "
+            "{operand}, worked out at the current values.",
+            node=about["node"],
+            operand=about["operand"],
+        )
+    if code == "dead_relu":
+        return _(
+            "The relu at {node} is off where its input is not positive: its local derivative "
+            "is then 0, and no gradient passes through it.",
+            node=about["node"],
+        )
+    raise ValueError(code)
+
+
+def _feedback(code: str, message: str, **extra: Any) -> dict[str, Any]:
+    return {"code": code, "message": message, **extra}
+
+
+def _correct() -> dict[str, Any]:
+    return _feedback("correct", _("Correct."))
+
+
+def _incorrect() -> dict[str, Any]:
+    return _feedback(
+        "incorrect",
+        _(
+            "Not correct. Go back through the graph edge by edge: incoming gradient × local "
+            "derivative = contribution, and the contributions reaching a node add up."
+        ),
+    )
+
+
+def _close(tolerance: Tolerance) -> dict[str, Any]:
+    relative, absolute = format(tolerance.relative, "g"), format(tolerance.absolute, "g")
+    return _feedback(
+        "outside_tolerance",
+        _(
+            "Close, but outside the tolerance (relative {relative}, absolute {absolute}): "
+            "round less, or recompute with more digits.",
+            relative=relative,
+            absolute=absolute,
+        ),
+    )
+
+
+def judge(
+    answers: list[float],
+    expected: list[float],
+    predicted: list[list[float]],
+    mistakes: Mistakes,
+    tolerance: Tolerance,
+) -> dict[str, Any]:
+    """The feedback for an answer given at one or more points: correct, the slip every point
+    agrees on, close, or plainly incorrect. `predicted[j]` are the slips' answers at point j."""
+    points = range(len(answers))
+    if all(tolerance.accepts(answers[j], expected[j]) for j in points):
+        return _correct()
+    # The slips that fit at the first point, then those that fit at every point.
+    accepts, first = tolerance.accepts, answers[0]
+    fitting = [i for i, value in enumerate(predicted[0]) if accepts(first, value)]
+    for i in fitting:
+        if not all(accepts(answers[j], predicted[j][i]) for j in points):
+            continue
+        # A slip that gives the right answer everywhere is no mistake at all.
+        if not all(accepts(predicted[j][i], expected[j]) for j in points):
+            return _feedback(mistakes.all[i].code, mistakes.message(i))
+    if all(CLOSE.accepts(answers[j], expected[j]) for j in points):
+        return _close(tolerance)
+    return _incorrect()
+
+
+# -- reading answers ---------------------------------------------------------------------------
+
+
+class Unreadable(Exception):
+    """An answer that is not a number or expression we can judge: its feedback is ready."""
+
+    def __init__(self, feedback: dict[str, Any]) -> None:
+        super().__init__(feedback["message"])
+        self.feedback = feedback
+
+
+def _unparsable(error: AutogradError) -> Unreadable:
+    span = getattr(error, "span", None)
+    if span is None:
+        return Unreadable(
+            _feedback(
+                "unparsable",
+                _("The answer cannot be read: {reason}", reason=error.message),
+            )
+        )
+    return Unreadable(
+        _feedback(
+            "unparsable",
+            _(
+                "The answer cannot be read at characters {start} to {end}: {reason}",
+                start=span[0],
+                end=span[1],
+                reason=error.message,
+            ),
+            position={"start": span[0], "end": span[1]},
+        )
+    )
+
+
+def _not_a_number(what: Message) -> Unreadable:
+    return Unreadable(
+        _feedback("not_a_number", _("The answer must be a number, not {what}.", what=what))
+    )
+
+
+def _json_kind(value: Any) -> Message:
+    if isinstance(value, bool):
+        return _("true or false")
+    if isinstance(value, dict):
+        return _("an object")
+    if isinstance(value, list):
+        return _("a list")
+    return _("a number that is not finite")
+
+
+def read_number(answer: Any) -> float:
+    """A numeric answer: a JSON number, or text of a constant in our grammar (`-1/2`, `2**3`)."""
+    if isinstance(answer, int | float) and not isinstance(answer, bool):
+        number = float(answer) if abs(answer) < 1e308 else math.inf
+        if math.isfinite(number):
+            return number
+        raise _not_a_number(_json_kind(math.inf))
+    if not isinstance(answer, str):
+        raise _not_a_number(_json_kind(answer))
+    parsed = _parse_answer(answer)
+    if parsed.variables:
+        raise Unreadable(
+            _feedback(
+                "not_a_number",
+                _(
+                    "The answer must be a number, but it contains the variable {names}.",
+                    names=", ".join(parsed.variables),
+                ),
+            )
+        )
+    return parsed.root.value
+
+
+def _parse_answer(text: str) -> ParsedExpression:
+    try:
+        return parse(text, ANSWER_LIMITS)
+    except BudgetExceeded:  # the request's time is up: not the answer's fault
+        raise
+    except AutogradError as error:  # the grammar's refusal, or a constant part out of domain
+        raise _unparsable(error) from None
+
+
+# -- the check ---------------------------------------------------------------------------------
+
+
+@dataclass
+class _Item:
+    item: str
+    expected: Any
+    answer: Any = None
+    feedback: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def verdict(self) -> str:
+        code = self.feedback["code"]
+        return code if code in ("correct", "unanswered") else "incorrect"
+
+
+def check(
+    evaluator: Evaluator,
+    expression: str,
+    bindings: Mapping[str, float] | None,
+    answers: Mapping[str, Any],
+    tolerance: Tolerance = DEFAULT_TOLERANCE,
+    reveal: bool = False,
+    output: str | None = None,
+) -> dict[str, Any]:
+    """Every item answered or expected, with its verdict and feedback, and the score.
+
+    `expression` may be a program; `output` then names its output, as for /v1/gradients.
+    """
+    document = evaluator.evaluate(expression, bindings, output=output)
+    nodes = document["graph"]["nodes"]
+    variables = list(document["gradients"])
+    # An input the output does not use has a gradient (0) but no node: UNUSED stands for it.
+    variable_node = {node["label"]: node["id"] for node in nodes if node["kind"] == "variable"}
+    node_key = {str(node["id"]): node["id"] for node in nodes}
+    node_key.update({node["name"]: node["id"] for node in nodes if node.get("name")})
+    _refuse_unknown(answers, variables, node_key)
+
+    items: list[_Item] = []
+    mistakes = Mistakes(expression, document)
+    value = _Item("value", document["value"], answers.get("value"))
+    _judge_number(value, expression, document, mistakes, None, tolerance)
+    items.append(value)
+    given = answers.get("gradients") or {}
+    for name in variables:
+        item = _Item(f"gradients.{name}", document["gradients"][name], given.get(name))
+        target = variable_node.get(name, UNUSED)
+        _judge_number(item, expression, document, mistakes, target, tolerance)
+        items.append(item)
+    if answers.get("nodes") is not None:
+        given = {node_key[key]: answer for key, answer in answers["nodes"].items()}
+        for node in nodes:
+            key = node.get("name") or node["id"]  # a program's named node by its name
+            item = _Item(f"nodes.{key}", node["grad"], given.get(node["id"]))
+            _judge_number(item, expression, document, mistakes, node["id"], tolerance)
+            items.append(item)
+    if answers.get("derivatives") is not None:
+        given = answers["derivatives"]
+        _warm_up()
+        with time_budget(SYMBOLIC_SECONDS, CHECK_KIND):
+            symbolic = _Symbolic(evaluator, expression, output, variable_node, tolerance)
+            for name in variables:
+                item = _Item(f"derivatives.{name}", None, given.get(name))
+                symbolic.judge(item, name, reveal)
+                items.append(item)
+
+    answered = [item for item in items if item.verdict != "unanswered"]
+    correct = sum(item.verdict == "correct" for item in answered)
+    results = []
+    for item in items:
+        result = {"item": item.item, "verdict": item.verdict, "feedback": item.feedback}
+        if reveal:
+            result["expected"] = item.expected
+        results.append(result)
+    return {"score": correct / len(answered) if answered else 0.0, "results": results}
+
+
+@cache
+def _warm_up() -> None:
+    """Let sympy import and generate what its simplification loads on first use, once per
+    process and outside any time budget: a budget that interrupted an import half-way would
+    leave the module to be imported again, and again, by every later request."""
+    import sympy
+    import sympy.physics.units
+
+    from service.symbolic import relu
+
+    a, b = sympy.symbols("a b", real=True)
+    sympy.simplify(sympy.exp(a) * sympy.tanh(b) / (a + 1) ** 2 - relu(a) * sympy.log(b) + a**0.5)
+
+
+def _refuse_unknown(
+    answers: Mapping[str, Any], variables: list[str], node_key: Mapping[str, int]
+) -> None:
+    known = set(variables)
+    unknown = [
+        f"{group}.{name}"
+        for group in ("gradients", "derivatives")
+        for name in (answers.get(group) or {})
+        if name not in known
+    ]
+    unknown += [f"nodes.{key}" for key in (answers.get("nodes") or {}) if key not in node_key]
+    if unknown:
+        shown = ", ".join(_shorten(item) for item in unknown[:5])
+        shown += ", …" if len(unknown) > 5 else ""
+        raise AnswerError(
+            _n(
+                "{items} is not an item of this expression: gradients and derivatives are "
+                "named by its inputs, nodes by their ids in the graph or their names",
+                "{items} are not items of this expression: gradients and derivatives are "
+                "named by its inputs, nodes by their ids in the graph or their names",
+                len(unknown),
+                items=shown,
+            ),
+            unknown,
+        )
+
+
+def _shorten(text: str) -> str:
+    return text if len(text) <= 40 else f"{text[:39]}…"
+
+
+def _judge_number(
+    item: _Item,
+    expression: str,
+    document: dict[str, Any],
+    mistakes: Mistakes,
+    target: int | None,
+    tolerance: Tolerance,
+) -> None:
+    if item.answer is None:
+        item.feedback = _feedback("unanswered", _("Not answered."))
+        return
+    try:
+        answer = read_number(item.answer)
+    except Unreadable as unreadable:
+        item.feedback = unreadable.feedback
+        return
+    expected = item.expected
+    predicted = mistakes.answers(target)
+    item.feedback = judge([answer], [expected], [predicted], mistakes, tolerance)
+    if target not in (None, UNUSED) and item.feedback["code"] == "incorrect" and expected == 0:
+        relu = _dead_relu_on_path(expression, document, target)
+        if relu is not None:
+            item.feedback = _feedback("dead_relu", _mistake_message("dead_relu", {"node": relu}))
+
+
+def _text(expression: sympy.Expr) -> str:
+    """A sympy expression as text a learner can read (`2*a`, `b*Heaviside(a*b, 0)`)."""
+    import sympy
+
+    return str(sympy.sstr(expression))
+
+
+class _Symbolic:
+    """Symbolic derivatives of one expression: sympy's derivative, and sample points where the
+    engine's gradients (exact derivatives) are compared with the answer's values."""
+
+    def __init__(
+        self,
+        evaluator: Evaluator,
+        expression: str,
+        output: str | None,
+        variable_node: dict[str, int],
+        tolerance: Tolerance,
+    ) -> None:
+        self.evaluator = evaluator
+        self.expression = expression
+        self.output = output
+        self.parsed = evaluator.compile(expression, output=output).parsed
+        self.variable_node = variable_node
+        self.tolerance = tolerance
+        self.points: list[tuple[dict[str, float], dict[str, Any], Mistakes]] | None = None
+
+    def sample(self) -> list[tuple[dict[str, float], dict[str, Any], Mistakes]]:
+        """Up to SAMPLE_POINTS points where the expression and its gradients are finite, the
+        same on every run: grading must not depend on luck."""
+        if self.points is None:
+            rng = random.Random(0)  # noqa: S311 - reproducible points, not secrets
+            self.points = []
+            for attempt in range(SAMPLE_TRIES):
+                # Half the tries may be negative; later ones stay positive, for log and powers.
+                negative = attempt < SAMPLE_TRIES // 2
+                point = {
+                    name: round(rng.uniform(0.2, 2.5), 6) * (rng.choice((-1, 1)) if negative else 1)
+                    for name in self.parsed.variables
+                }
+                try:
+                    document = self.evaluator.evaluate(self.expression, point, output=self.output)
+                except DomainError:
+                    continue
+                self.points.append((point, document, Mistakes(self.expression, document)))
+                if len(self.points) == SAMPLE_POINTS:
+                    break
+        return self.points
+
+    def derivative(self, name: str) -> sympy.Expr:
+        import sympy
+
+        return sympy.diff(self.parsed.sympy, sympy.Symbol(name, real=True))
+
+    def judge(self, item: _Item, name: str, reveal: bool) -> None:
+        if reveal:
+            item.expected = _text(self.derivative(name))
+        if item.answer is None:
+            item.feedback = _feedback("unanswered", _("Not answered."))
+            return
+        if not isinstance(item.answer, str):
+            item.feedback = _feedback(
+                "unparsable", _("The answer must be an expression written as text.")
+            )
+            return
+        try:
+            answer = _parse_answer(item.answer)
+        except Unreadable as unreadable:
+            item.feedback = unreadable.feedback
+            return
+        strangers = [v for v in answer.variables if v not in self.parsed.variable_set]
+        if strangers:
+            item.feedback = _feedback(
+                "unknown_variable",
+                _n(
+                    "The answer uses {names}, which is not a variable of the expression.",
+                    "The answer uses {names}, which are not variables of the expression.",
+                    len(strangers),
+                    names=", ".join(strangers),
+                ),
+            )
+            return
+        if self.simplifies_to_zero(answer, name):
+            item.feedback = _correct()
+            return
+        item.feedback = self.at_points(answer, name)
+
+    def simplifies_to_zero(self, answer: ParsedExpression, name: str) -> bool:
+        """Whether sympy proves the answer equal to the derivative; False when it cannot tell."""
+        import sympy
+
+        try:
+            with time_budget(SIMPLIFY_SECONDS, SIMPLIFY_KIND):
+                difference = sympy.simplify(answer.sympy - self.derivative(name))
+                return bool(difference == 0)
+        except BudgetExceeded as exceeded:
+            if exceeded.kind != SIMPLIFY_KIND:
+                raise
+            return False
+
+    def at_points(self, answer: ParsedExpression, name: str) -> dict[str, Any]:
+        values, expected, predicted = [], [], []
+        target = self.variable_node.get(name, UNUSED)
+        mistakes = None
+        for point, document, analysis in self.sample():
+            try:
+                env = {v: Value(point[v]) for v in answer.variables}
+                result = run(answer, env)[answer.root]
+            except DomainError:
+                continue
+            number = result.data if isinstance(result, Value) else float(result)
+            if not math.isfinite(number):
+                continue
+            values.append(number)
+            expected.append(document["gradients"][name])
+            predicted.append(analysis.answers(target))
+            mistakes = mistakes or analysis
+        if mistakes is None:  # nowhere to compare: sympy could not prove it, so it is not accepted
+            return _incorrect()
+        return judge(values, expected, predicted, mistakes, self.tolerance)

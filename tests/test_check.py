@@ -1,0 +1,365 @@
+"""POST /v1/check and service.check: verdicts, scores, tolerance, reveal, the likely mistake named,
+symbolic answers judged by equivalence, and hostile answers refused as feedback."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from flask.testing import FlaskClient
+
+from service.app import create_app
+from service.check import CODES, Tolerance, check
+from service.evaluator import Evaluator
+
+EVALUATOR = Evaluator()
+LESSON = {"expression": "(a + b) * c", "bindings": {"a": 2, "b": -3, "c": 10}}
+
+
+def feedback(expression: str, bindings: dict[str, float], answers: dict[str, Any], item: str):
+    results = check(EVALUATOR, expression, bindings, answers, reveal=True)["results"]
+    return next(result for result in results if result["item"] == item)
+
+
+# -- numeric answers: the typical mistakes and their codes ---------------------------------------
+
+MISTAKES = [
+    # (expression, bindings, item, answer, code)
+    ("(a + b) * c", {"a": 2, "b": -3, "c": 10}, "gradients.a", 10, "correct"),
+    ("(a + b) * c", {"a": 2, "b": -3, "c": 10}, "gradients.c", -1, "correct"),
+    ("(a + b) * c", {"a": 2, "b": -3, "c": 10}, "gradients.c", 1, "wrong_sign"),
+    ("(a + b) * c", {"a": 2, "b": -3, "c": 10}, "gradients.a", -10, "wrong_sign"),
+    ("a - b", {"a": 3, "b": 5}, "gradients.b", 1, "wrong_sign"),  # the -1 of a subtraction
+    ("a * b - c", {"a": 3, "b": 5, "c": 2}, "gradients.c", 1, "wrong_sign"),
+    # counted one path only: the += forgotten
+    ("a * a", {"a": 3}, "gradients.a", 3, "one_path_only"),
+    ("a * a", {"a": 3}, "gradients.a", 6, "correct"),
+    ("a * b + a", {"a": 2, "b": 5}, "gradients.a", 5, "one_path_only"),
+    ("a * b + a", {"a": 2, "b": 5}, "gradients.a", 1, "one_path_only"),
+    ("(a + b) * a", {"a": 3, "b": 4}, "gradients.a", 7, "one_path_only"),
+    ("(a * a) * c", {"a": 3, "c": 2}, "gradients.a", 6, "one_path_only"),  # upstream of a
+    ("a * a * a", {"a": 2}, "gradients.a", 4, "one_path_only"),  # one path of three
+    # multiplied by the wrong local derivative
+    ("a * b", {"a": 3, "b": 4}, "gradients.a", 3, "wrong_local_derivative"),  # own value
+    # d((a + b) * c)/d(a + b) taken as a + b itself
+    ("(a + b) * c", {"a": 2, "b": -3, "c": 10}, "gradients.a", -1, "wrong_local_derivative"),
+    ("(a + b) * c", {"a": 2, "b": -3, "c": 10}, "gradients.a", -10, "wrong_sign"),
+    ("a / b", {"a": 3, "b": 2}, "gradients.a", 2, "wrong_local_derivative"),  # b, not 1/b
+    ("a ** 3", {"a": 2}, "gradients.a", 24, "wrong_local_derivative"),  # k * a ** k
+    ("a ** 3", {"a": 2}, "gradients.a", 4, "wrong_local_derivative"),  # a ** (k - 1)
+    ("log(a) * 2", {"a": 4}, "gradients.a", 2, "wrong_local_derivative"),  # 1 through log
+    # a gradient through relu where it is off
+    ("relu(a * b) + c", {"a": 3, "b": -4, "c": 1}, "gradients.a", -4, "dead_relu"),
+    ("relu(a * b) + c", {"a": 3, "b": -4, "c": 1}, "gradients.a", 7, "dead_relu"),
+    ("relu(a * b) + c", {"a": 3, "b": -4, "c": 1}, "gradients.a", 0, "correct"),
+    ("relu(a - b) * c", {"a": 1, "b": 4, "c": 2}, "gradients.b", -2, "dead_relu"),
+    ("relu(relu(a) * 2) * 3", {"a": -1}, "gradients.a", 6, "dead_relu"),
+    # close but outside tolerance
+    ("(a + b) * c", {"a": 2, "b": -3, "c": 10}, "gradients.a", 10.01, "outside_tolerance"),
+    ("a / b", {"a": 1, "b": 3}, "gradients.a", 0.333, "outside_tolerance"),
+    ("a / b", {"a": 1, "b": 3}, "gradients.a", 0.3333333333, "correct"),
+    ("a / b", {"a": 1, "b": 3}, "gradients.a", "1/3", "correct"),
+    ("(a + b) * c", {"a": 2, "b": -3, "c": 10}, "value", -10.05, "outside_tolerance"),
+    ("(a + b) * c", {"a": 2, "b": -3, "c": 10}, "value", 10, "wrong_sign"),
+    # not a number, unparsable
+    ("(a + b) * c", {"a": 2, "b": -3, "c": 10}, "gradients.a", "ten", "not_a_number"),
+    ("(a + b) * c", {"a": 2, "b": -3, "c": 10}, "gradients.a", True, "not_a_number"),
+    ("(a + b) * c", {"a": 2, "b": -3, "c": 10}, "gradients.a", [10], "not_a_number"),
+    ("(a + b) * c", {"a": 2, "b": -3, "c": 10}, "gradients.a", {"x": 1}, "not_a_number"),
+    ("(a + b) * c", {"a": 2, "b": -3, "c": 10}, "gradients.a", "1 +", "unparsable"),
+    ("(a + b) * c", {"a": 2, "b": -3, "c": 10}, "gradients.a", "10)", "unparsable"),
+    ("(a + b) * c", {"a": 2, "b": -3, "c": 10}, "gradients.a", "", "unparsable"),
+    ("(a + b) * c", {"a": 2, "b": -3, "c": 10}, "gradients.a", "1/0", "unparsable"),
+    ("(a + b) * c", {"a": 2, "b": -3, "c": 10}, "gradients.a", "5 * 2", "correct"),
+    ("(a + b) * c", {"a": 2, "b": -3, "c": 10}, "gradients.a", 37, "incorrect"),
+    ("(a + b) * c", {"a": 2, "b": -3, "c": 10}, "gradients.a", None, "unanswered"),
+    # the backward pass filled in, node by node
+    ("(a + b) * c", {"a": 2, "b": -3, "c": 10}, "nodes.2", 10, "correct"),
+    ("(a + b) * c", {"a": 2, "b": -3, "c": 10}, "nodes.2", -10, "wrong_sign"),
+    ("(a + b) * c", {"a": 2, "b": -3, "c": 10}, "nodes.2", -1, "wrong_local_derivative"),
+]
+
+
+@pytest.mark.parametrize(("expression", "bindings", "item", "answer", "code"), MISTAKES)
+def test_typical_mistakes_get_their_code(
+    expression: str, bindings: dict[str, float], item: str, answer: Any, code: str
+) -> None:
+    group, _, key = item.partition(".")
+    answers: dict[str, Any] = {"value": answer} if group == "value" else {group: {key: answer}}
+    result = feedback(expression, bindings, answers, item)
+    assert result["feedback"]["code"] == code, result
+    assert result["verdict"] == {"correct": "correct", "unanswered": "unanswered"}.get(
+        code, "incorrect"
+    )
+    assert result["feedback"]["message"]
+
+
+def test_unparsable_answers_say_where() -> None:
+    result = feedback(**_lesson_answer("gradients.a", "(1 + 2"))
+    assert result["feedback"]["code"] == "unparsable"
+    assert result["feedback"]["position"] == {"start": 0, "end": 1}
+    assert "0" in result["feedback"]["message"]
+
+
+def _lesson_answer(item: str, answer: Any) -> dict[str, Any]:
+    group, _, key = item.partition(".")
+    return {
+        "expression": LESSON["expression"],
+        "bindings": LESSON["bindings"],
+        "answers": {group: {key: answer}},
+        "item": item,
+    }
+
+
+def test_score_counts_only_answered_items() -> None:
+    document = check(EVALUATOR, **LESSON, answers={"gradients": {"a": 10, "b": -10}})
+    verdicts = {result["item"]: result["verdict"] for result in document["results"]}
+    assert verdicts == {
+        "value": "unanswered",
+        "gradients.a": "correct",
+        "gradients.b": "incorrect",
+        "gradients.c": "unanswered",
+    }
+    assert document["score"] == 0.5
+    assert check(EVALUATOR, **LESSON, answers={})["score"] == 0
+    everything = {"value": -10, "gradients": {"a": 10, "b": 10, "c": -1}}
+    assert check(EVALUATOR, **LESSON, answers=everything)["score"] == 1
+
+
+def test_expected_appears_only_with_reveal() -> None:
+    answers = {"gradients": {"a": 1}, "derivatives": {"c": "a + b"}}
+    hidden = check(EVALUATOR, **LESSON, answers=answers)
+    assert all("expected" not in result for result in hidden["results"])
+    shown = check(EVALUATOR, **LESSON, answers=answers, reveal=True)
+    expected = {result["item"]: result["expected"] for result in shown["results"]}
+    assert expected["value"] == -10
+    assert expected["gradients.a"] == 10
+    assert expected["derivatives.c"] == "a + b"
+    assert expected["derivatives.a"] == "c"
+
+
+def test_the_tolerance_can_be_widened_or_narrowed() -> None:
+    answers = {"gradients": {"a": 10.01}}
+    wide = check(EVALUATOR, **LESSON, answers=answers, tolerance=Tolerance(relative=1e-2))
+    assert wide["results"][1]["verdict"] == "correct"
+    exact = {"gradients": {"a": 10 + 1e-8}}
+    strict = check(EVALUATOR, **LESSON, answers=exact, tolerance=Tolerance(0, 0))
+    assert strict["results"][1]["feedback"]["code"] == "outside_tolerance"
+    default = check(EVALUATOR, **LESSON, answers=exact)
+    assert default["results"][1]["verdict"] == "correct"  # within relative 1e-6
+
+
+def test_every_code_is_documented() -> None:
+    codes = {code for *_, code in MISTAKES}
+    assert codes <= set(CODES)
+
+
+# -- symbolic answers ---------------------------------------------------------------------------
+
+EQUIVALENT = [
+    ("a * a", "a", "2*a"),
+    ("a * a", "a", "a + a"),
+    ("a * a", "a", "2 * a ** 1"),
+    ("(a + b) * c", "c", "b + a"),
+    ("(a + b) * c", "a", "c"),
+    ("a * b * a", "a", "2*a*b"),
+    ("a / b", "b", "-a / b^2"),
+    ("a / b", "b", "-a * b ** -2"),
+    ("a - b", "b", "-1"),
+    ("exp(2 * a)", "a", "2 * exp(a) * exp(a)"),
+    ("log(a * b)", "a", "1 / a"),
+    ("tanh(a)", "a", "1 - tanh(a) ** 2"),
+    ("(a + 1) ** 2", "a", "2*a + 2"),
+    ("relu(a)", "a", "relu(a) / a"),  # a step, written with relu
+    ("relu(a * b)", "a", "b * relu(a * b) / (a * b)"),
+    ("relu(a) * b", "b", "relu(a)"),
+    ("relu(a) * a", "a", "2 * relu(a)"),
+    ("a ** 0.5", "a", "0.5 / a ** 0.5"),
+]
+
+NOT_EQUIVALENT = [
+    ("a * a", "a", "a", "one_path_only"),
+    ("a * a", "a", "-2*a", "wrong_sign"),
+    ("(a + b) * c", "a", "a + b", "wrong_local_derivative"),
+    ("(a + b) * c", "c", "-(a + b)", "wrong_sign"),
+    ("a * b * a", "a", "a*b", "one_path_only"),
+    ("a - b", "b", "1", "wrong_sign"),
+    ("relu(a * b)", "a", "b", "dead_relu"),
+    ("a / b", "b", "a / b^2", "wrong_sign"),
+    ("exp(2 * a)", "a", "exp(2*a)", "wrong_local_derivative"),
+    ("a * b", "a", "a + b", "incorrect"),
+    ("a * b", "a", "0.999 * b", "outside_tolerance"),
+    ("(a + 1) ** 2", "a", "2*a", "incorrect"),
+    ("relu(a)", "a", "1", "dead_relu"),
+]
+
+
+@pytest.mark.parametrize(("expression", "name", "answer"), EQUIVALENT)
+def test_equivalent_symbolic_answers_are_correct(expression: str, name: str, answer: str) -> None:
+    bindings = {variable: 1.0 for variable in EVALUATOR.compile(expression).parsed.variables}
+    result = feedback(expression, bindings, {"derivatives": {name: answer}}, f"derivatives.{name}")
+    assert result["verdict"] == "correct", result
+
+
+@pytest.mark.parametrize(("expression", "name", "answer", "code"), NOT_EQUIVALENT)
+def test_non_equivalent_symbolic_answers_name_the_mistake(
+    expression: str, name: str, answer: str, code: str
+) -> None:
+    bindings = {variable: 1.0 for variable in EVALUATOR.compile(expression).parsed.variables}
+    result = feedback(expression, bindings, {"derivatives": {name: answer}}, f"derivatives.{name}")
+    assert result["verdict"] == "incorrect", result
+    assert result["feedback"]["code"] == code, result
+
+
+HOSTILE_SYMBOLIC = [
+    ("__import__('os').system('true')", "unparsable"),
+    ("exec('1')", "unparsable"),
+    ("Symbol('a')", "unparsable"),
+    ("a.__class__", "unparsable"),
+    ("lambda: 1", "unparsable"),
+    ("a if a else b", "unparsable"),
+    ("[a for a in b]", "unparsable"),
+    ("a" * 2000, "unparsable"),  # longer than an answer may be
+    ("(" * 60 + "a" + ")" * 60, "unparsable"),  # nested deeper than an answer may be
+    ("+".join(["a"] * 600), "unparsable"),  # more nodes than an answer may have
+    ("x", "unknown_variable"),
+    ("sqrt(a)", "unparsable"),
+    ("Heaviside(a)", "unparsable"),
+    ("1e999", "unparsable"),
+    ("a ** b", "unparsable"),
+    ("\u0430", "unparsable"),  # Cyrillic a
+    ("exp(exp(exp(exp(exp(a)))))", "incorrect"),  # overflows at every sample point
+    ("(a + 1) ** 200 - (a + 1) ** 200 + 2 * a", "correct"),  # sympy must expand or sample
+    ("log(a - a)", "incorrect"),  # defined nowhere
+    ("1 / (a - a)", "incorrect"),
+]
+
+
+@pytest.mark.parametrize(("answer", "code"), HOSTILE_SYMBOLIC)
+def test_hostile_symbolic_answers_are_feedback_not_failures(answer: str, code: str) -> None:
+    result = feedback("a * a", {"a": 1.5}, {"derivatives": {"a": answer}}, "derivatives.a")
+    assert result["feedback"]["code"] == code, result
+
+
+def test_a_derivative_that_is_not_text_is_unparsable() -> None:
+    result = feedback("a * a", {"a": 1.5}, {"derivatives": {"a": 3}}, "derivatives.a")
+    assert result["feedback"]["code"] == "unparsable"
+
+
+# -- over HTTP ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def client() -> FlaskClient:
+    return create_app({"TESTING": True}).test_client()
+
+
+def test_check_over_http(client: FlaskClient) -> None:
+    body = {
+        **LESSON,
+        "answers": {
+            "value": -10,
+            "gradients": {"a": 10, "b": -10, "c": "-1"},
+            "nodes": {"2": 10},
+            "derivatives": {"a": "c", "b": "a + b"},
+        },
+        "tolerance": {"relative": 1e-3},
+        "reveal": True,
+    }
+    response = client.post("/v1/check", json=body)
+    assert response.status_code == 200
+    document = response.get_json()
+    assert response.headers["Content-Language"] == "en"
+    items = [result["item"] for result in document["results"]]
+    assert items == [
+        "value",
+        "gradients.a",
+        "gradients.b",
+        "gradients.c",
+        "nodes.0",
+        "nodes.1",
+        "nodes.2",
+        "nodes.3",
+        "nodes.4",
+        "derivatives.a",
+        "derivatives.b",
+        "derivatives.c",
+    ]
+    by_item = {result["item"]: result for result in document["results"]}
+    assert by_item["gradients.b"]["feedback"]["code"] == "wrong_sign"
+    assert by_item["derivatives.b"]["feedback"]["code"] == "wrong_local_derivative"
+    assert by_item["derivatives.c"]["verdict"] == "unanswered"
+    assert document["score"] == 5 / 7
+    assert by_item["nodes.4"]["expected"] == 1
+
+
+@pytest.mark.parametrize(
+    ("answers", "kind"),
+    [
+        ({"gradients": {"z": 1}}, "unknown-answer-items"),
+        ({"derivatives": {"__class__": "1"}}, "unknown-answer-items"),
+        ({"nodes": {"99": 1}}, "unknown-answer-items"),
+        ({"nodes": {"-1": 1}}, "unknown-answer-items"),
+        ({"nodes": {"٣": 1}}, "unknown-answer-items"),  # an Arabic-Indic digit
+        ({"gradients": [1, 2]}, "validation-error"),
+        ({"extra": 1}, "validation-error"),
+        ("10", "validation-error"),
+    ],
+)
+def test_malformed_answers_are_problems(client: FlaskClient, answers: Any, kind: str) -> None:
+    response = client.post("/v1/check", json={**LESSON, "answers": answers})
+    assert response.status_code == 422
+    assert response.mimetype == "application/problem+json"
+    assert response.get_json()["type"].endswith("/" + kind)
+
+
+@pytest.mark.parametrize(
+    "tolerance", [{"relative": -1}, {"absolute": "x"}, {"relative": 2}, {"other": 1}, 5]
+)
+def test_a_bad_tolerance_is_a_validation_problem(client: FlaskClient, tolerance: Any) -> None:
+    body = {**LESSON, "answers": {}, "tolerance": tolerance}
+    assert client.post("/v1/check", json=body).status_code == 422
+
+
+def test_the_expression_is_checked_as_in_gradients(client: FlaskClient) -> None:
+    body = {"expression": "log(a)", "bindings": {"a": -1}, "answers": {"value": 0}}
+    problem = client.post("/v1/check", json=body).get_json()
+    assert problem["type"].endswith("/log-domain")
+
+
+# -- programs -----------------------------------------------------------------------------------
+
+PROGRAM = "h = a * b + c\nout = relu(h) * a"
+
+
+def test_a_programs_named_nodes_are_items_by_name() -> None:
+    bindings = {"a": 2, "b": 3, "c": 1}  # h = 7: the relu is on
+    answers = {"nodes": {"h": 2, "out": 1, "0": 13}, "gradients": {"b": 2}}
+    document = check(EVALUATOR, PROGRAM, bindings, answers, reveal=True)
+    results = {result["item"]: result for result in document["results"]}
+    assert {"nodes.h", "nodes.out", "nodes.0"} <= results.keys()
+    assert results["nodes.h"]["verdict"] == "correct"  # d(relu(h) * a)/dh = a
+    assert results["nodes.out"]["verdict"] == "correct"
+    assert results["nodes.0"]["expected"] == 13  # relu(h) + a * b = 7 + 2 * 3
+    assert results["nodes.0"]["verdict"] == "correct"
+    assert results["gradients.b"]["feedback"]["code"] == "wrong_local_derivative"  # a, not a*a
+
+
+def test_a_program_with_a_dead_relu_and_a_chosen_output() -> None:
+    bindings = {"a": 2, "b": -3, "c": 1}  # h = -5: the relu is off
+    answers = {"nodes": {"h": 2}, "derivatives": {"b": "a ** 2"}}
+    document = check(EVALUATOR, PROGRAM, bindings, answers)
+    results = {result["item"]: result for result in document["results"]}
+    assert results["nodes.h"]["feedback"]["code"] == "dead_relu"
+    assert results["derivatives.b"]["feedback"]["code"] == "dead_relu"
+    chosen = check(EVALUATOR, PROGRAM, bindings, {"gradients": {"a": -3}}, output="h")
+    assert next(r for r in chosen["results"] if r["item"] == "gradients.a")["verdict"] == "correct"
+
+
+def test_an_input_the_output_does_not_use_has_gradient_zero() -> None:
+    program = "x = Value(2.0)\nunused = Value(5.0)\ny = x * x"
+    document = check(EVALUATOR, program, {}, {"gradients": {"x": 4, "unused": 1}}, reveal=True)
+    results = {result["item"]: result for result in document["results"]}
+    assert results["gradients.x"]["verdict"] == "correct"
+    assert results["gradients.unused"]["expected"] == 0
+    assert results["gradients.unused"]["verdict"] == "incorrect"

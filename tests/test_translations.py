@@ -1,0 +1,228 @@
+"""The message catalogues: every sentence of the service translated into Russian and Estonian,
+compiled, and chosen by Accept-Language on every endpoint."""
+
+from __future__ import annotations
+
+import gettext
+import re
+import string
+from pathlib import Path
+
+import pytest
+from babel.messages.extract import DEFAULT_KEYWORDS, extract_from_dir
+from babel.messages.pofile import read_po
+from flask.testing import FlaskClient
+
+from service.app import create_app
+from service.i18n import CATALOGUES, DOMAIN, Message, _, _n, localized, negotiate
+from service.kinds import KINDS
+
+SERVICE = Path(__file__).resolve().parent.parent / "service"
+TRANSLATED = ("ru", "et")
+KEYWORDS = {**DEFAULT_KEYWORDS, "_n": (1, 2)}  # as `make translations` extracts them
+PLURAL_FORMS = {"ru": 3, "et": 2}
+CYRILLIC = re.compile("[а-яё]", re.IGNORECASE)
+
+
+def _extracted() -> dict[str | tuple[str, ...], str]:
+    """Every sentence marked in the code, with where it is written."""
+    found: dict[str | tuple[str, ...], str] = {}
+    for filename, lineno, message, _comments, _context in extract_from_dir(
+        str(SERVICE), method_map=[("**.py", "python")], keywords=KEYWORDS
+    ):
+        found[message] = f"service/{filename}:{lineno}"
+    return found
+
+
+EXTRACTED = _extracted()
+
+
+def _placeholders(template: str) -> set[str]:
+    return {name for _, name, _, _ in string.Formatter().parse(template) if name}
+
+
+def test_the_code_marks_sentences() -> None:
+    assert len(EXTRACTED) > 50
+    assert "Correct." in EXTRACTED
+    assert "Unbalanced parenthesis" in EXTRACTED  # the problem titles are translatable
+
+
+@pytest.mark.parametrize("locale", TRANSLATED)
+def test_every_sentence_has_a_translation(locale: str) -> None:
+    """Fails for a sentence in the code that the catalogue lacks, leaves empty or marks fuzzy:
+    run `make translations` and translate it in the .po file."""
+    path = CATALOGUES / locale / "LC_MESSAGES" / f"{DOMAIN}.po"
+    with path.open("rb") as file:
+        catalogue = read_po(file, locale=locale)
+    missing = []
+    for message_id, where in EXTRACTED.items():
+        key = message_id[0] if isinstance(message_id, tuple) else message_id
+        entry = catalogue.get(key)
+        strings = entry.string if entry is not None else None
+        forms = strings if isinstance(strings, tuple) else (strings,)
+        if entry is None or entry.fuzzy or not all(forms):
+            missing.append(f"{where}: {key!r}")
+    assert not missing, f"untranslated in {locale}:\n" + "\n".join(missing)
+
+
+@pytest.mark.parametrize("locale", TRANSLATED)
+def test_translations_keep_the_placeholders(locale: str) -> None:
+    """A translation must name exactly the template's parameters, or rendering it would fail."""
+    path = CATALOGUES / locale / "LC_MESSAGES" / f"{DOMAIN}.po"
+    with path.open("rb") as file:
+        catalogue = read_po(file, locale=locale)
+    assert catalogue.num_plurals == PLURAL_FORMS[locale]
+    for entry in catalogue:
+        if not entry.id:
+            continue
+        ids = entry.id if isinstance(entry.id, tuple) else (entry.id,)
+        strings = entry.string if isinstance(entry.string, tuple) else (entry.string,)
+        expected = set().union(*map(_placeholders, ids))
+        for translated in strings:
+            assert _placeholders(translated) <= expected, (entry.id, translated)
+            # Every parameter but a plural's count must appear in each translation.
+            assert expected - {"count"} <= _placeholders(translated), (entry.id, translated)
+
+
+@pytest.mark.parametrize("locale", TRANSLATED)
+def test_the_compiled_catalogue_matches_the_translations(locale: str) -> None:
+    """The .mo file the package ships is compiled from the current .po file."""
+    with (CATALOGUES / locale / "LC_MESSAGES" / f"{DOMAIN}.po").open("rb") as file:
+        catalogue = read_po(file, locale=locale)
+    with (CATALOGUES / locale / "LC_MESSAGES" / f"{DOMAIN}.mo").open("rb") as file:
+        compiled = gettext.GNUTranslations(file)
+    for entry in catalogue:
+        if not entry.id or entry.fuzzy:
+            continue
+        if isinstance(entry.id, tuple):
+            plural = gettext.c2py(catalogue.plural_expr)
+            for n in (1, 2, 5, 21):
+                assert compiled.ngettext(*entry.id, n) == entry.string[plural(n)], entry.id
+        else:
+            assert compiled.gettext(entry.id) == entry.string, entry.id
+
+
+def test_every_problem_title_is_translatable() -> None:
+    for kind, (_status, title) in KINDS.items():
+        assert isinstance(title, Message), kind
+        assert title.translate("ru") != title or kind == "malformed-json", kind
+
+
+def test_plural_forms_follow_each_language() -> None:
+    template = (
+        "{node} is used {count} time, and the contributions from every use add up "
+        "(the += of the backward pass); this answer counts only one of them.",
+        "{node} is used {count} times, and the contributions from every use add up "
+        "(the += of the backward pass); this answer counts only one of them.",
+    )
+    russian = {n: _n(*template, n, node="a").translate("ru") for n in (1, 2, 5, 21, 22, 25)}
+    assert "1 раз," in russian[1] and "21 раз," in russian[21]
+    assert "2 раза" in russian[2] and "22 раза" in russian[22]
+    assert "5 раз," in russian[5] and "25 раз," in russian[25]
+    assert "1 kord " in _n(*template, 1, node="a").translate("et")
+    assert "3 korda" in _n(*template, 3, node="a").translate("et")
+    assert _n(*template, 1, node="a") == template[0].format(node="a", count=1)
+
+
+def test_a_message_renders_its_parameters_in_every_language() -> None:
+    message = _("The answer must be a number, not {what}.", what=_("an object"))
+    assert message == "The answer must be a number, not an object."
+    assert localized({"m": [message]}, "ru") == {"m": ["Ответ должен быть числом, а не объект."]}
+    assert message.translate("et") == "Vastus peab olema arv, mitte objekt."
+    assert message.translate("xx") == str(message)  # no catalogue: English
+
+
+@pytest.mark.parametrize(
+    ("accepted", "locale"),
+    [
+        ([], "en"),
+        (["ru-RU", "en"], "ru"),
+        (["et"], "et"),
+        (["de", "et-EE"], "et"),
+        (["fr", "*"], "en"),
+        (["EN-gb"], "en"),
+    ],
+)
+def test_negotiation(accepted: list[str], locale: str) -> None:
+    assert negotiate(accepted) == locale
+
+
+@pytest.fixture
+def client() -> FlaskClient:
+    return create_app({"TESTING": True}).test_client()
+
+
+@pytest.mark.parametrize(
+    ("header", "locale"),
+    [
+        (None, "en"),
+        ("ru", "ru"),
+        ("ru-RU,ru;q=0.9,en;q=0.8", "ru"),
+        ("de-DE, et;q=0.5", "et"),
+        ("en;q=0.4, et;q=0.9", "et"),
+        ("fr", "en"),
+        ("ru;q=0", "en"),
+    ],
+)
+def test_accept_language_chooses_the_language_of_a_problem(
+    client: FlaskClient, header: str | None, locale: str
+) -> None:
+    headers = {"Accept-Language": header} if header else {}
+    body = {"expression": "(a + b * c", "bindings": {}}
+    response = client.post("/v1/gradients", json=body, headers=headers)
+    assert response.status_code == 422
+    assert response.headers["Content-Language"] == locale
+    assert "Accept-Language" in response.headers["Vary"]
+    title = response.get_json()["title"]
+    expected = {"en": "Unbalanced parenthesis", "ru": "Непарная скобка", "et": "Paaritu sulg"}
+    assert title == expected[locale]
+
+
+def test_every_endpoint_announces_its_language(client: FlaskClient) -> None:
+    for response in (
+        client.get("/healthz", headers={"Accept-Language": "et"}),
+        client.get("/nowhere", headers={"Accept-Language": "et"}),
+        client.post("/v1/exercises", json={"seed": 1}, headers={"Accept-Language": "et"}),
+    ):
+        assert response.headers["Content-Language"] == "et"
+    missing = client.get("/nowhere", headers={"Accept-Language": "ru"}).get_json()
+    assert missing["title"] == "Не найдено"
+
+
+def test_feedback_and_exercises_speak_the_language_asked_for(client: FlaskClient) -> None:
+    body = {
+        "expression": "a * a",
+        "bindings": {"a": 3},
+        "answers": {"gradients": {"a": 3}},
+    }
+    for locale in TRANSLATED:
+        result = client.post("/v1/check", json=body, headers={"Accept-Language": locale})
+        feedback = result.get_json()["results"][1]["feedback"]
+        assert feedback["code"] == "one_path_only"
+        english = client.post("/v1/check", json=body).get_json()["results"][1]["feedback"]
+        assert feedback["message"] != english["message"]
+        assert bool(CYRILLIC.search(feedback["message"])) == (locale == "ru")
+        exercise = client.post(
+            "/v1/exercises",
+            json={"seed": 5, "kind": "backward-pass"},
+            headers={"Accept-Language": locale},
+        ).get_json()
+        assert bool(CYRILLIC.search(exercise["instructions"])) == (locale == "ru")
+        assert all(
+            bool(CYRILLIC.search(q["prompt"])) == (locale == "ru") for q in exercise["questions"]
+        )
+
+
+def test_schema_violations_are_translated_too(client: FlaskClient) -> None:
+    body = {"granularity": "x", "zz": 1}
+    problem = client.post("/v1/gradients", json=body, headers={"Accept-Language": "et"}).get_json()
+    details = {error["pointer"]: error["detail"] for error in problem["errors"]}
+    assert details == {
+        "/expression": "Kohustuslik väli puudub.",
+        "/granularity": "Lubatud väärtused: operator, primitive.",
+        "/zz": "Tundmatu väli.",
+    }
+    assert problem["detail"].endswith("(ja veel 2)")
+    english = client.post("/v1/gradients", json=body).get_json()
+    assert english["detail"].endswith("(and 2 more)")
+    assert {error["detail"] for error in english["errors"]} >= {"Missing data for required field."}
