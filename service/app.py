@@ -9,7 +9,7 @@ from typing import Any
 from flask import Flask, Response, request
 from flask_cors import CORS
 
-from service.api import EXTENSION, docs, gradients, graph, health, logs, operations
+from service.api import EXTENSION, docs, gradients, graph, health, logs, operations, playground
 from service.api.config import (
     DEFAULTS,
     ENVIRONMENT_PREFIX,
@@ -48,6 +48,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     for resource in RESOURCES:
         api.register_blueprint(resource)
     app.register_blueprint(docs.blp)
+    app.register_blueprint(playground.blp)
     app.extensions[docs.SPEC_EXTENSION] = api.spec
     # Registered before CORS adds its own hook, so it runs after it: Flask runs them in reverse.
     app.after_request(_preflight_names_the_routes_methods)
