@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 PORT ?= 8000
 export PORT
 
-.PHONY: serve test check typecheck lint openapi test-docker lock fuzz load bench clean
+.PHONY: serve test check typecheck lint openapi test-docker lock fuzz load bench clean test-browser
 
 # The virtual environment is rebuilt whenever the project's declared dependencies change.
 $(BIN)/python:
@@ -82,3 +82,9 @@ bench: $(VENV)/.installed
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis *.egg-info
+
+# The playground in a real browser: Debian's chromium (`apt-get install chromium`) driven by
+# Playwright against a live gunicorn; screenshots land in docs/screenshots/.
+test-browser: $(VENV)/.installed
+	$(BIN)/pip install --quiet -e '.[test,browser]'
+	PLAYGROUND_BROWSER_TESTS=1 $(BIN)/python -m pytest tests/browser -q -p no:cacheprovider
