@@ -11,7 +11,7 @@ import re
 import pytest
 import requests
 
-from tests.browser.conftest import Visit
+from browser.conftest import Visit
 
 LESSON = "?expression=(a%2Bb)*c&a=2&b=-3&c=10"
 
