@@ -8,7 +8,7 @@ export PORT
 # (docs/SECURITY.md). HOST=0.0.0.0 makes it reachable from elsewhere, e.g. from a proxy.
 HOST ?= 127.0.0.1
 
-.PHONY: serve test check typecheck lint openapi test-docker lock fuzz load bench clean translations graphviz pictures
+.PHONY: serve test check typecheck lint openapi test-docker lock fuzz load bench clean translations graphviz pictures test-browser
 
 # The virtual environment is rebuilt whenever the project's declared dependencies change.
 $(BIN)/python:
@@ -126,3 +126,9 @@ pictures: $(VENV)/.installed graphviz
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis *.egg-info
+
+# The playground in a real browser: Debian's chromium (`apt-get install chromium`) driven by
+# Playwright against a live gunicorn; screenshots land in docs/screenshots/.
+test-browser: $(VENV)/.installed
+	$(BIN)/pip install --quiet -e '.[test,browser]'
+	PLAYGROUND_BROWSER_TESTS=1 $(BIN)/python -m pytest tests/browser -q -p no:cacheprovider

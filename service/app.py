@@ -21,6 +21,7 @@ from service.api import (
     logs,
     operations,
     pictures,
+    playground,
     sweep,
 )
 from service.api import check as check_api
@@ -84,6 +85,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         api.register_blueprint(resource)
     sweep.document(api.spec)
     app.register_blueprint(docs.blp)
+    app.register_blueprint(playground.blp)
     app.extensions[docs.SPEC_EXTENSION] = api.spec
     # Registered before CORS adds its own hook, so it runs after it: Flask runs them in reverse.
     app.after_request(_preflight_names_the_routes_methods)

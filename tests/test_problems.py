@@ -238,7 +238,8 @@ def test_body_too_large(client: FlaskClient) -> None:
 
 
 def test_not_found(client: FlaskClient) -> None:
-    for path in ("/", "/v1/gradient", "/v2/gradients", "/v1/gradients/", "/docs/static/x.js"):
+    paths = ("/v1", "/v1/gradient", "/v2/gradients", "/v1/gradients/", "/docs/static/x.js")
+    for path in (*paths, "/playground/", "/playground/static/x.js", "/index.html"):
         got = problem(client.get(path), "not-found")
         assert path in got["detail"]
 
@@ -250,6 +251,8 @@ def test_not_found(client: FlaskClient) -> None:
         ("PUT", "/v1/graph", "OPTIONS, POST"),
         ("POST", "/v1/operations", "GET, HEAD, OPTIONS"),
         ("DELETE", "/healthz", "GET, HEAD, OPTIONS"),
+        ("POST", "/", "GET, HEAD, OPTIONS"),
+        ("PUT", "/playground", "GET, HEAD, OPTIONS"),
     ],
 )
 def test_method_not_allowed(client: FlaskClient, method: str, path: str, allowed: str) -> None:

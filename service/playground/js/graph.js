@@ -1,0 +1,329 @@
+// The computation graph in SVG, left to right: inputs on the left, the output furthest right,
+// each node a card (name or operation, value, grad), each edge a curve into its own port so
+// that merging branches visibly merge. `draw` lays out a structure; `show` fills in numbers.
+
+import { edgeLabel } from "./format.js";
+
+const SVG = "http://www.w3.org/2000/svg";
+const CARD_W = 112;
+const CARD_H = 66;
+const HEAD_H = 22;
+// Columns are as far apart as the longest edge label needs, within bounds.
+const COLUMN_GAP = { min: 220, max: 300 };
+const LABEL_CHAR = 7.1; // width of one character of an edge label
+const ROW_GAP = 96;
+const PAD = 16;
+const MIN_SCALE = 0.5; // below this the cards' text is too small; the frame scrolls instead
+const MAX_SCALE = 1.3; // a small graph is drawn larger, for the back of the classroom
+const MAX_HEIGHT = 440; // pixels a graph may grow to before it stops growing with the width
+const SWEEPS = 4; // barycentre passes that order each column by its neighbours
+
+function element(name, attributes = {}, parent = null) {
+  const node = document.createElementNS(SVG, name);
+  for (const [key, value] of Object.entries(attributes)) node.setAttribute(key, value);
+  if (parent) parent.append(node);
+  return node;
+}
+
+export function edgeKey(parent, index) {
+  return `${parent}:${index}`;
+}
+
+// Columns: variables at 0, each operation one right of its furthest operand, each constant just
+// left of the first node that uses it (so `x * 2` does not draw its 2 from the far left).
+function columns(nodes) {
+  const column = new Array(nodes.length).fill(0);
+  const parents = nodes.map(() => []);
+  for (const node of nodes) {
+    for (const child of node.children) parents[child].push(node.id);
+  }
+  for (const node of nodes) {
+    if (node.kind !== "operation") continue;
+    const operands = node.children.filter((c) => nodes[c].kind !== "constant");
+    column[node.id] = 1 + Math.max(0, ...operands.map((c) => column[c]));
+  }
+  for (const node of nodes) {
+    if (node.kind === "constant" && parents[node.id].length) {
+      column[node.id] = Math.max(0, Math.min(...parents[node.id].map((p) => column[p])) - 1);
+    }
+  }
+  return { column, parents };
+}
+
+// The widest `incoming × local = contribution` the finished pass writes between two columns.
+function columnGap(graph) {
+  let longest = 0;
+  for (const node of graph.nodes) {
+    node.children.forEach((_, index) => {
+      if (node.grad === undefined) return;
+      const local = node.local_grads[index];
+      longest = Math.max(longest, edgeLabel(node.grad, local, node.grad * local).length);
+    });
+  }
+  const wanted = CARD_W + longest * LABEL_CHAR + 22;
+  return Math.min(COLUMN_GAP.max, Math.max(COLUMN_GAP.min, wanted));
+}
+
+export function layout(graph) {
+  const nodes = graph.nodes;
+  const { column, parents } = columns(nodes);
+  const width = Math.max(...column) + 1;
+  const byColumn = Array.from({ length: width }, () => []);
+  for (const node of nodes) byColumn[column[node.id]].push(node.id);
+  const rank = new Array(nodes.length).fill(0);
+  const place = () => {
+    for (const ids of byColumn) ids.forEach((id, i) => (rank[id] = i - (ids.length - 1) / 2));
+  };
+  place();
+  const centre = (ids) => ids.reduce((sum, id) => sum + rank[id], 0) / ids.length;
+  const order = (ids, neighbours) => {
+    const keyed = ids.map((id, i) => {
+      const around = neighbours(id);
+      return [around.length ? centre(around) : rank[id], i, id];
+    });
+    keyed.sort((x, y) => x[0] - y[0] || x[1] - y[1]);
+    return keyed.map((entry) => entry[2]);
+  };
+  for (let sweep = 0; sweep < SWEEPS; sweep += 1) {
+    for (let c = 1; c < width; c += 1) {
+      byColumn[c] = order(byColumn[c], (id) => nodes[id].children);
+      place();
+    }
+    for (let c = width - 2; c >= 0; c -= 1) {
+      byColumn[c] = order(byColumn[c], (id) => parents[id]);
+      place();
+    }
+  }
+  // Heights: the inputs evenly spaced; each operation level with the middle of its operands, so
+  // two branches visibly meet in it, then pushed apart to keep a row's gap, order kept.
+  const y = rank.map((r) => r * ROW_GAP);
+  for (let c = 1; c < width; c += 1) {
+    const ids = byColumn[c];
+    const wanted = ids.map((id) => {
+      const operands = nodes[id].children.filter((child) => column[child] < c);
+      return operands.length ? operands.reduce((sum, child) => sum + y[child], 0) / operands.length : y[id];
+    });
+    const placed = [];
+    wanted.forEach((w, i) => placed.push(i === 0 ? w : Math.max(w, placed[i - 1] + ROW_GAP)));
+    const shift = wanted.reduce((sum, w, i) => sum + (w - placed[i]), 0) / ids.length;
+    ids.forEach((id, i) => (y[id] = placed[i] + shift));
+  }
+  const gap = columnGap(graph);
+  const position = nodes.map((node) => ({ x: column[node.id] * gap, y: y[node.id] }));
+  return { position, parents, gap };
+}
+
+// The point of a cubic Bézier at parameter t.
+function bezier(p0, p1, p2, p3, t) {
+  const u = 1 - t;
+  return u * u * u * p0 + 3 * u * u * t * p1 + 3 * u * t * t * p2 + t * t * t * p3;
+}
+
+// Where each edge leaves its child and enters its parent: one port per edge on each side,
+// ordered by the other end's height, so `a * a` draws two distinct arrows.
+function ports(nodes, position, parents) {
+  const enter = new Map();
+  const leave = new Map();
+  for (const node of nodes) {
+    const order = node.children
+      .map((child, index) => ({ child, index }))
+      .sort((p, q) => position[p.child].y - position[q.child].y || p.index - q.index);
+    order.forEach(({ index }, slot) => {
+      enter.set(edgeKey(node.id, index), (CARD_H * (slot + 1)) / (order.length + 1));
+    });
+  }
+  const outgoing = nodes.map(() => []);
+  for (const node of nodes) {
+    node.children.forEach((child, index) => outgoing[child].push({ parent: node.id, index }));
+  }
+  outgoing.forEach((edges, child) => {
+    edges.sort((p, q) => position[p.parent].y - position[q.parent].y || p.index - q.index);
+    edges.forEach(({ parent, index }, slot) => {
+      leave.set(edgeKey(parent, index), (CARD_H * (slot + 1)) / (edges.length + 1));
+    });
+  });
+  return { enter, leave };
+}
+
+const TITLE_ROOM = 15; // characters a card's head holds: its title and its corner tag
+
+// A card's title: the node's name, else the source text it stands for (as the lessons say
+// "(a+b)"), else its operator.
+function title(node, source) {
+  if (node.name) return node.name;
+  if (node.kind !== "operation" || !node.span) return node.label;
+  const text = Array.from(source).slice(node.span[0], node.span[1]).join("").replace(/\s+/g, " ");
+  const room = TITLE_ROOM - (node.derived ? "derived".length + 1 : 0);
+  // Text across statements (it holds `=`) or no text at all says less than the operator.
+  const readable = text.trim() !== "" && text.length <= room && !text.includes("=");
+  return readable ? text : node.label;
+}
+
+// The corner tag: what kind of leaf, whether an operation is derived, or which operation it is
+// when the title does not already show it.
+// Like the cards' "value" and "grad", these are the lessons' own English terms in every language.
+function tag(node, titleText) {
+  if (node.kind === "constant") return "const";
+  if (node.kind === "variable") return "input";
+  if (node.derived) return "derived";
+  const op = node.op === "**" && node.exponent !== null ? `**${node.exponent}` : node.label;
+  return titleText.length + op.length + 5 <= TITLE_ROOM ? op : "";
+}
+
+export class GraphView {
+  constructor(svg, frame) {
+    this.svg = svg;
+    this.frame = frame;
+    this.signature = null;
+    this.cards = [];
+    this.edges = new Map();
+    this.size = { width: 0, height: 0 };
+    new ResizeObserver(() => this.fit()).observe(frame);
+  }
+
+  // Lays the graph out again only when its structure changed, so a moving slider just updates
+  // the numbers in place.
+  draw(graph, source) {
+    const signature = JSON.stringify([
+      source,
+      graph.nodes.map((n) => [n.kind, n.op, n.label, n.children, n.name ?? null, n.expansion]),
+    ]);
+    if (signature === this.signature) return false;
+    this.signature = signature;
+    this.graph = graph;
+    const { position, parents, gap } = layout(graph);
+    const { enter, leave } = ports(graph.nodes, position, parents);
+    const svg = this.svg;
+    svg.replaceChildren();
+    const defs = element("defs", {}, svg);
+    for (const [id, cls] of [["arrow-forward", "forward"], ["arrow-backward", "backward"]]) {
+      const marker = element(
+        "marker",
+        { id, viewBox: "0 0 10 10", refX: "9", refY: "5", markerWidth: "7", markerHeight: "7", orient: "auto-start-reverse" },
+        defs,
+      );
+      element("path", { d: "M 0 0 L 10 5 L 0 10 z", class: `arrowhead ${cls}` }, marker);
+    }
+    const edgeLayer = element("g", { class: "edges" }, svg);
+    const nodeLayer = element("g", { class: "nodes" }, svg);
+    const labelLayer = element("g", { class: "edge-labels" }, svg); // on top: always readable
+
+    this.edges = new Map();
+    for (const node of graph.nodes) {
+      node.children.forEach((child, index) => {
+        const key = edgeKey(node.id, index);
+        const x1 = position[child].x + CARD_W;
+        const y1 = position[child].y + leave.get(key);
+        const x2 = position[node.id].x;
+        const y2 = position[node.id].y + enter.get(key);
+        const bend = Math.max(40, (x2 - x1) / 2);
+        const d = `M ${x1} ${y1} C ${x1 + bend} ${y1}, ${x2 - bend} ${y2}, ${x2 - 2} ${y2}`;
+        const group = element("g", { class: "edge", "data-edge": key }, edgeLayer);
+        const path = element("path", { d, class: "edge-path" }, group);
+        // The label sits where the curve crosses the middle of the gap just left of the parent:
+        // the curve's midpoint between neighbouring columns, and clear of the cards in between
+        // when the edge skips columns. x grows along the curve, so bisection finds the point.
+        const targetX = x2 - (gap - CARD_W) / 2;
+        const xs = [x1, x1 + bend, x2 - bend, x2 - 2];
+        let low = 0;
+        let high = 1;
+        for (let i = 0; i < 24; i += 1) {
+          const mid = (low + high) / 2;
+          if (bezier(...xs, mid) < targetX) low = mid;
+          else high = mid;
+        }
+        const mx = bezier(...xs, low);
+        const my = bezier(y1, y1, y2, y2, low);
+        const label = element("g", { class: "edge-label", transform: `translate(${mx} ${my})` }, labelLayer);
+        const box = element("rect", { x: "0", y: "-10", width: "0", height: "20", rx: "4" }, label);
+        const text = element("text", { x: "0", y: "4", "text-anchor": "middle" }, label);
+        this.edges.set(key, { group, path, label, box, text, shown: null });
+      });
+    }
+
+    this.cards = graph.nodes.map((node) => {
+      const { x, y } = position[node.id];
+      const classes = ["node", node.kind];
+      if (node.id === graph.root) classes.push("root");
+      if (node.derived) classes.push("derived");
+      const group = element("g", { class: classes.join(" "), transform: `translate(${x} ${y})`, "data-node": String(node.id) }, nodeLayer);
+      element("rect", { class: "card", width: CARD_W, height: CARD_H, rx: "8" }, group);
+      element("path", { class: "card-head", d: `M 0 8 a 8 8 0 0 1 8 -8 h ${CARD_W - 16} a 8 8 0 0 1 8 8 v ${HEAD_H - 8} h ${-CARD_W} z` }, group);
+      const name = element("text", { class: "card-title", x: "10", y: "15.5" }, group);
+      name.textContent = title(node, source);
+      const badge = element("text", { class: "card-tag", x: String(CARD_W - 8), y: "15", "text-anchor": "end" }, group);
+      badge.textContent = tag(node, name.textContent);
+      const valueKey = element("text", { class: "card-key", x: "10", y: "40" }, group);
+      valueKey.textContent = "value";
+      const value = element("text", { class: "card-value", x: String(CARD_W - 10), y: "40", "text-anchor": "end" }, group);
+      const gradKey = element("text", { class: "card-key grad", x: "10", y: "58" }, group);
+      gradKey.textContent = "grad";
+      const grad = element("text", { class: "card-grad", x: String(CARD_W - 10), y: "58", "text-anchor": "end" }, group);
+      const expansion = element("text", { class: "card-expansion", x: String(CARD_W / 2), y: String(CARD_H + 16), "text-anchor": "middle" }, group);
+      expansion.textContent = node.expansion ? `= ${node.expansion}` : "";
+      const description = element("title", {}, group);
+      return { node, group, value, grad, expansion, description, title: name.textContent };
+    });
+
+    const xs = position.map((p) => p.x);
+    const ys = position.map((p) => p.y);
+    const minX = Math.min(...xs) - PAD;
+    const minY = Math.min(...ys) - PAD;
+    const width = Math.max(...xs) + CARD_W + PAD - minX;
+    const height = Math.max(...ys) + CARD_H + PAD + 18 - minY;
+    svg.setAttribute("viewBox", `${minX} ${minY} ${width} ${height}`);
+    this.size = { width, height };
+    this.fit();
+    return true;
+  }
+
+  titleOf(id) {
+    return this.cards[id]?.title ?? String(id);
+  }
+
+  // As large as the frame allows up to natural size; never so small the numbers cannot be read.
+  fit() {
+    const { width, height } = this.size;
+    if (!width) return;
+    const available = this.frame.clientWidth - 2;
+    const fitting = Math.min(MAX_SCALE, available / width, Math.max(1, MAX_HEIGHT / height));
+    const scale = Math.max(MIN_SCALE, fitting);
+    this.svg.setAttribute("width", String(Math.round(width * scale)));
+    this.svg.setAttribute("height", String(Math.round(height * scale)));
+  }
+
+  // The numbers of one moment: `view` from the timeline.
+  show(view, options) {
+    for (const card of this.cards) {
+      const id = card.node.id;
+      const value = view.values[id];
+      const grad = view.grads[id];
+      card.value.textContent = value;
+      card.grad.textContent = grad;
+      card.group.classList.toggle("reached", grad !== "--");
+      card.group.classList.toggle("pending", value === "--");
+      card.group.classList.toggle("active", view.activeNodes.has(id));
+      card.expansion.classList.toggle("shown", options.local && Boolean(card.node.expansion));
+      card.description.textContent = `${card.title}: value ${value}, grad ${grad}`;
+    }
+    for (const [key, edge] of this.edges) {
+      const label = view.labels.get(key) ?? (options.local ? view.locals.get(key) : null) ?? null;
+      const backward = view.labels.has(key);
+      edge.group.classList.toggle("backward", backward);
+      edge.group.classList.toggle("active", view.activeEdges.has(key));
+      // Forward, the arrow points at the operation; backward, at the operand receiving gradient.
+      edge.path.setAttribute(backward ? "marker-start" : "marker-end", `url(#arrow-${backward ? "backward" : "forward"})`);
+      edge.path.removeAttribute(backward ? "marker-end" : "marker-start");
+      edge.label.classList.toggle("shown", label !== null);
+      edge.label.classList.toggle("local", label !== null && !backward);
+      edge.label.classList.toggle("active", view.activeEdges.has(key));
+      if (label !== edge.shown) {
+        edge.text.textContent = label ?? "";
+        edge.shown = label;
+        const width = label ? Math.max(edge.text.getComputedTextLength?.() ?? 0, label.length * 6.4) + 12 : 0;
+        edge.box.setAttribute("x", String(-width / 2));
+        edge.box.setAttribute("width", String(width));
+      }
+    }
+  }
+}

@@ -1,0 +1,424 @@
+// The playground: wires the editor, sliders, graph, timeline and panels to the page's state, and
+// keeps the URL in step with it.
+
+import { api, setLanguage as setApiLanguage } from "./api.js";
+import { Editor } from "./editor.js";
+import { formatNumber } from "./format.js";
+import { GraphView } from "./graph.js";
+import { language, setLanguage, t, translatePage } from "./i18n.js";
+import { Panels } from "./panels.js";
+import { Sliders } from "./sliders.js";
+import { defaultRange, LANGUAGES, PRESETS, readState, writeState } from "./state.js";
+import { clampStep, stepCount, viewAt } from "./timeline.js";
+
+const PLAY_INTERVAL_MS = 1100;
+const URL_WRITE_MS = 250;
+
+const $ = (id) => document.getElementById(id);
+
+const preferred = LANGUAGES.find((lang) => (navigator.language || "en").toLowerCase().startsWith(lang)) ?? "en";
+const state = readState(window.location.search, preferred);
+let variables = []; // the inputs of the expression that last parsed, in order of first use
+let declared = {}; // a program's declared defaults, by input name
+let evaluation = null; // the last /v1/gradients document
+let playing = null; // the interval of Play, while it plays
+
+const editor = new Editor($("expression"), document.querySelector(".editor-mirror"), $("expression-message"), (text) => {
+  state.expression = text;
+  state.step = 0;
+  syncPreset();
+  parse();
+});
+const graph = new GraphView($("graph"), $("graph-frame"));
+const sliders = new Sliders(
+  $("sliders"),
+  (name, value) => {
+    state.bindings[name] = value;
+    evaluate();
+  },
+  (name, range) => {
+    state.ranges[name] = range;
+    const value = state.bindings[name];
+    state.bindings[name] = Math.min(range[1], Math.max(range[0], value));
+    showSliders();
+    evaluate();
+  },
+);
+const panels = new Panels({
+  plot: $("plot"),
+  plotMessage: $("plot-message"),
+  plotVariable: $("plot-variable"),
+  derivatives: $("derivatives"),
+  derivativesMessage: $("derivatives-message"),
+  predictFields: $("predict-fields"),
+  predictResults: $("predict-results"),
+  predictMessage: $("predict-message"),
+});
+
+// ---- the URL ------------------------------------------------------------------------------
+
+let urlTimer = null;
+function saveUrl() {
+  clearTimeout(urlTimer);
+  urlTimer = setTimeout(() => {
+    const query = writeState(state, variables);
+    if (query !== window.location.search) window.history.replaceState(null, "", query);
+  }, URL_WRITE_MS);
+}
+
+// ---- parsing and evaluating -----------------------------------------------------------------
+
+// Inputs from /v1/graph: `inputs` with declared defaults where the service lists them, else the
+// plain `variables`.
+function inputsOf(structure) {
+  const listed = Array.isArray(structure.inputs) ? structure.inputs : (structure.variables ?? []);
+  const names = [];
+  const defaults = {};
+  for (const input of listed) {
+    const name = typeof input === "string" ? input : input.name;
+    names.push(name);
+    const value = typeof input === "object" ? (input.default ?? input.value) : undefined;
+    if (typeof value === "number") defaults[name] = value;
+  }
+  // Defaults may also come as one object by name.
+  for (const [name, value] of Object.entries(structure.defaults ?? {})) {
+    if (typeof value === "number" && !(name in defaults)) defaults[name] = value;
+  }
+  return { names, defaults };
+}
+
+async function parse() {
+  const reply = await api.graph(state.expression, state.granularity);
+  if (reply.aborted) return;
+  if (!reply.ok) {
+    showProblem(reply.problem);
+    return;
+  }
+  editor.clearProblem();
+  ({ names: variables, defaults: declared } = inputsOf(reply.data));
+  // A program may declare its inputs (`x = Value(2)`): where the service did not list the
+  // default, the first evaluation leaves the input unbound and the slider takes the value the
+  // service used. Any other new input starts at 1.
+  const mayDeclare = /Value\s*\(/.test(state.expression);
+  for (const name of variables) {
+    if (typeof state.bindings[name] === "number") continue;
+    if (typeof declared[name] === "number") state.bindings[name] = declared[name];
+    else if (!mayDeclare) state.bindings[name] = 1;
+  }
+  showSliders();
+  evaluate();
+}
+
+function bound(name) {
+  return typeof state.bindings[name] === "number";
+}
+
+function showSliders() {
+  const shown = variables.filter(bound);
+  for (const name of shown) {
+    const [low, high] = state.ranges[name] ?? [Infinity, -Infinity];
+    if (!(state.bindings[name] >= low && state.bindings[name] <= high)) {
+      state.ranges[name] = defaultRange(state.bindings[name]);
+    }
+  }
+  sliders.render(shown, state.bindings, state.ranges);
+}
+
+function showProblem(problem) {
+  const text = problem.status === 0 ? t("unreachable", { detail: problem.detail }) : problem.detail;
+  editor.showProblem(text, problem.position);
+  $("graph-frame").classList.add("stale");
+  $("result").textContent = "";
+  $("caption").textContent = evaluation ? t("stale") : "";
+}
+
+let evaluating = false;
+let again = false;
+
+// One evaluation in flight at a time; values that change meanwhile are sent when it returns,
+// so a dragged slider updates the graph as fast as the service answers and never out of order.
+async function evaluate() {
+  saveUrl();
+  if (evaluating) {
+    again = true;
+    return;
+  }
+  evaluating = true;
+  do {
+    again = false;
+    const expression = state.expression;
+    const granularity = state.granularity;
+    const bindings = Object.fromEntries(variables.filter(bound).map((n) => [n, state.bindings[n]]));
+    const reply = await api.gradients(expression, bindings, granularity);
+    if (expression !== state.expression || granularity !== state.granularity) continue;
+    if (!reply.ok) {
+      // Inputs the program did not declare after all: they start at 1, like any other.
+      const unbound = variables.filter((name) => !bound(name));
+      if (reply.problem.type?.endsWith("/unbound-variables") && unbound.length) {
+        for (const name of unbound) state.bindings[name] = 1;
+        showSliders();
+        again = true;
+        continue;
+      }
+      showProblem(reply.problem);
+      continue;
+    }
+    editor.clearProblem();
+    evaluation = reply.data;
+    const adopted = evaluation.graph.nodes.filter(
+      (n) => n.kind === "variable" && variables.includes(n.name ?? n.label) && !bound(n.name ?? n.label),
+    );
+    for (const node of adopted) state.bindings[node.name ?? node.label] = node.value;
+    if (adopted.length) showSliders();
+    $("graph-frame").classList.remove("stale");
+    graph.draw(evaluation.graph, expression);
+    render();
+    panels.update(panelContext(), again ? 400 : 150);
+  } while (again);
+  evaluating = false;
+}
+
+function panelContext() {
+  return {
+    panel: state.panel,
+    expression: state.expression,
+    bindings: Object.fromEntries(variables.filter(bound).map((n) => [n, state.bindings[n]])),
+    variables,
+    ranges: state.ranges,
+    plotName: state.plot,
+    lang: language(),
+  };
+}
+
+// ---- one moment of a pass -----------------------------------------------------------------
+
+function render() {
+  if (!evaluation) return;
+  const count = stepCount(evaluation, state.pass);
+  const step = clampStep(evaluation, state.pass, state.step);
+  const timeline = $("timeline");
+  timeline.max = String(count);
+  timeline.value = String(step);
+  timeline.setAttribute("aria-valuetext", t("stepCount", { n: step, total: count }));
+  $("step-count").textContent = t("stepCount", { n: step, total: count });
+  const view = viewAt(evaluation, state.pass, step, state.final);
+  graph.show(view, { local: state.local });
+  const root = evaluation.graph.nodes[evaluation.graph.root];
+  const shownValue = view.values[root.id];
+  $("result").textContent = `${root.name ?? "f"} = ${shownValue === "--" ? "?" : formatNumber(evaluation.value)}`;
+  const params = { ...view.caption?.params };
+  if (params.node !== undefined) params.node = graph.titleOf(params.node);
+  let caption = view.caption ? t(view.caption.key, params) : "";
+  if (state.final) caption += ` (${t("finalShown")})`;
+  $("caption").textContent = caption;
+  for (const button of document.querySelectorAll("[data-pass]")) {
+    button.setAttribute("aria-pressed", String(button.dataset.pass === state.pass));
+  }
+  $("step-back").disabled = step === 0;
+  $("step-forward").disabled = step === count && state.pass === "backward";
+  saveUrl();
+}
+
+function goTo(step) {
+  state.step = evaluation && step >= stepCount(evaluation, state.pass) ? "end" : Math.max(0, step);
+  render();
+}
+
+function currentStep() {
+  return evaluation ? clampStep(evaluation, state.pass, state.step) : 0;
+}
+
+function stepForward() {
+  if (!evaluation) return false;
+  const count = stepCount(evaluation, state.pass);
+  const step = currentStep();
+  if (step < count) {
+    goTo(step + 1);
+    return true;
+  }
+  if (state.pass === "forward") {
+    // The forward pass is done: the backward pass starts from its first step.
+    state.pass = "backward";
+    goTo(0);
+    return true;
+  }
+  return false;
+}
+
+function stop() {
+  clearInterval(playing);
+  playing = null;
+  $("play").textContent = t("play");
+  $("play").setAttribute("aria-pressed", "false");
+}
+
+function play() {
+  if (playing) {
+    stop();
+    return;
+  }
+  if (!evaluation) return;
+  if (state.pass === "backward" && currentStep() === stepCount(evaluation, "backward")) goTo(0);
+  playing = setInterval(() => {
+    if (!stepForward()) stop();
+  }, PLAY_INTERVAL_MS);
+  $("play").textContent = t("pause");
+  $("play").setAttribute("aria-pressed", "true");
+  stepForward();
+}
+
+// ---- controls -----------------------------------------------------------------------------
+
+function syncPreset() {
+  const index = PRESETS.findIndex((preset) => preset.expression === state.expression);
+  $("preset").value = index >= 0 ? PRESETS[index].id : "custom";
+}
+
+function renderPresets() {
+  const select = $("preset");
+  const options = [...PRESETS.map((preset) => preset.id), "custom"].map((id) => {
+    const option = document.createElement("option");
+    option.value = id;
+    option.textContent = t(`preset_${id}`);
+    option.disabled = id === "custom";
+    return option;
+  });
+  select.replaceChildren(...options);
+  syncPreset();
+}
+
+function applyLanguage(lang) {
+  state.lang = lang;
+  setLanguage(lang);
+  setApiLanguage(lang);
+  translatePage();
+  $("expression").setAttribute("aria-label", t("expressionLabel"));
+  for (const button of document.querySelectorAll("[data-lang]")) {
+    button.setAttribute("aria-pressed", String(button.dataset.lang === lang));
+  }
+  $("play").textContent = t(playing ? "pause" : "play");
+  $("legend").textContent = t("legend");
+  renderPresets();
+  sliders.relabel();
+  $("predict-results").replaceChildren();
+}
+
+function selectPanel(panel, focus = false) {
+  state.panel = panel;
+  for (const tab of document.querySelectorAll("[role=tab]")) {
+    const selected = tab.dataset.panel === panel;
+    tab.setAttribute("aria-selected", String(selected));
+    tab.tabIndex = selected ? 0 : -1;
+    if (selected && focus) tab.focus();
+    $(tab.getAttribute("aria-controls")).hidden = !selected;
+  }
+  if (evaluation) panels.update(panelContext(), 0);
+  saveUrl();
+}
+
+$("preset").addEventListener("change", (event) => {
+  const preset = PRESETS.find((p) => p.id === event.target.value);
+  if (!preset) return;
+  stop();
+  state.expression = preset.expression;
+  state.bindings = { ...preset.bindings };
+  state.ranges = {};
+  state.step = 0;
+  editor.value = preset.expression;
+  $("predict-results").replaceChildren();
+  parse();
+});
+
+for (const button of document.querySelectorAll("[data-granularity]")) {
+  button.addEventListener("click", () => {
+    state.granularity = button.dataset.granularity;
+    for (const other of document.querySelectorAll("[data-granularity]")) {
+      other.setAttribute("aria-pressed", String(other === button));
+    }
+    parse();
+  });
+}
+
+for (const button of document.querySelectorAll("[data-pass]")) {
+  button.addEventListener("click", () => {
+    stop();
+    state.pass = button.dataset.pass;
+    state.step = 0; // switching passes restarts the pulse from the beginning
+    render();
+  });
+}
+
+for (const button of document.querySelectorAll("[data-lang]")) {
+  button.addEventListener("click", () => {
+    applyLanguage(button.dataset.lang);
+    parse(); // the service's problems and feedback come back in the new language
+    saveUrl();
+  });
+}
+
+$("local").addEventListener("change", (event) => {
+  state.local = event.target.checked;
+  render();
+});
+$("final").addEventListener("change", (event) => {
+  state.final = event.target.checked;
+  render();
+});
+$("play").addEventListener("click", play);
+$("step-forward").addEventListener("click", () => {
+  stop();
+  stepForward();
+});
+$("step-back").addEventListener("click", () => {
+  stop();
+  goTo(currentStep() - 1);
+});
+$("timeline").addEventListener("input", (event) => {
+  stop();
+  goTo(Number(event.target.value));
+});
+
+const tabs = [...document.querySelectorAll("[role=tab]")];
+for (const tab of tabs) {
+  tab.addEventListener("click", () => selectPanel(tab.dataset.panel));
+  tab.addEventListener("keydown", (event) => {
+    const move = { ArrowRight: 1, ArrowLeft: -1 }[event.key];
+    if (!move) return;
+    const next = tabs[(tabs.indexOf(tab) + move + tabs.length) % tabs.length];
+    selectPanel(next.dataset.panel, true);
+  });
+}
+$("plot-variable").addEventListener("change", (event) => {
+  state.plot = event.target.value;
+  panels.update(panelContext(), 0);
+  saveUrl();
+});
+$("predict-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  panels.check(panelContext());
+});
+
+// Shortcuts while no field has the keyboard: ← and → step, space plays or pauses.
+document.addEventListener("keydown", (event) => {
+  if (event.target !== document.body || event.altKey || event.ctrlKey || event.metaKey) return;
+  const actions = {
+    ArrowRight: () => $("step-forward").click(),
+    ArrowLeft: () => $("step-back").click(),
+    " ": play,
+  };
+  if (!actions[event.key]) return;
+  event.preventDefault();
+  actions[event.key]();
+});
+
+// ---- start --------------------------------------------------------------------------------
+
+applyLanguage(state.lang);
+editor.value = state.expression;
+$("local").checked = state.local;
+$("final").checked = state.final;
+for (const button of document.querySelectorAll("[data-granularity]")) {
+  button.setAttribute("aria-pressed", String(button.dataset.granularity === state.granularity));
+}
+selectPanel(state.panel);
+parse();

@@ -1,0 +1,1 @@
+"""The playground in a real browser (`make test-browser`)."""

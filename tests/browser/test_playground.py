@@ -1,0 +1,369 @@
+"""The playground page, used as a learner and a teacher use it, in chromium."""
+
+# The page labels edges with the multiplication sign, `1 × 10 = 10`, and the tests look for it.
+# ruff: noqa: RUF001, RUF003
+
+from __future__ import annotations
+
+import itertools
+import re
+
+import pytest
+import requests
+
+from browser.conftest import Visit
+
+LESSON = "?expression=(a%2Bb)*c&a=2&b=-3&c=10"
+
+
+def offers(base_url: str, path: str) -> bool:
+    """Whether the service has the endpoint a panel uses; without it the panel must say so."""
+    return path in requests.get(f"{base_url}/openapi.json", timeout=5).json()["paths"]
+
+
+def says_it_needs(visit: Visit, message: str, path: str) -> None:
+    visit.until(f"document.querySelector('{message}').textContent.includes('{path}')")
+    assert visit.grad("(a+b)*c") in ("--", "1")  # the rest of the page goes on
+
+
+def test_page_loads_everything_from_its_own_origin_without_errors(visit: Visit) -> None:
+    visit.open()
+    visit.page.wait_for_load_state("networkidle")
+    assert visit.page.locator("#expression").input_value() == "(a + b) * c"
+    assert visit.value("(a + b) * c") == "-10"
+    assert visit.foreign_requests() == []
+    assert any("/v1/graph" in r.url for r in visit.requests)
+    assert any("/v1/gradients" in r.url for r in visit.requests)
+    assert visit.errors == []
+    # Every control has a name a screen reader can say.
+    unnamed = visit.page.eval_on_selector_all(
+        "button, input, select, textarea",
+        """controls => controls.filter(c => !c.hidden && c.offsetParent !== null && !(
+            c.getAttribute('aria-label') || c.labels?.length || c.textContent.trim()
+            || c.getAttribute('aria-labelledby'))).map(c => c.outerHTML)""",
+    )
+    assert unnamed == []
+    visit.screenshot("playground-start.png")
+
+
+def test_page_and_modules_are_served_under_a_strict_policy(base_url: str) -> None:
+    page = requests.get(f"{base_url}/", timeout=5)
+    assert page.headers["Content-Type"].startswith("text/html")
+    assert "default-src 'self'" in page.headers["Content-Security-Policy"]
+    assert requests.get(f"{base_url}/playground", timeout=5).text == page.text
+    scripts = re.findall(r'src="([^"]+)"', page.text)
+    assert scripts and all(s.startswith("/") and not s.startswith("//") for s in scripts)
+    module = requests.get(f"{base_url}{scripts[0]}", timeout=5)
+    assert module.headers["Content-Type"].startswith("text/javascript")
+    # Other paths keep answering with problems.
+    assert requests.post(f"{base_url}/", timeout=5).headers["Content-Type"] == (
+        "application/problem+json"
+    )
+    missing = requests.get(f"{base_url}/playground/static/nothing.js", timeout=5)
+    assert missing.status_code == 404
+    assert missing.headers["Content-Type"] == "application/problem+json"
+
+
+def test_the_lessons_link_at_step_end_shows_the_finished_backward_pass(visit: Visit) -> None:
+    visit.open(f"{LESSON}&step=end")
+    assert visit.page.locator("#result").text_content() == "f = -10"
+    assert visit.value("(a+b)*c") == "-10"
+    assert visit.value("(a+b)") == "-1"
+    assert {name: visit.grad(name) for name in ("a", "b", "c")} == {"a": "10", "b": "10", "c": "-1"}
+    assert visit.grad("(a+b)*c") == "1"
+    labels = visit.edge_labels()
+    assert "1 × 10 = 10" in labels
+    assert sorted(labels) == sorted(["1 × 10 = 10", "1 × -1 = -1", "10 × 1 = 10", "10 × 1 = 10"])
+    visit.screenshot("playground.png")
+
+
+def test_stepping_backward_shows_no_gradient_before_the_wave_reaches_it(visit: Visit) -> None:
+    visit.open(LESSON)
+    schedule = requests.post(
+        f"{visit.base_url}/v1/gradients",
+        json={"expression": "(a+b)*c", "bindings": {"a": 2, "b": -3, "c": 10}},
+        timeout=5,
+    ).json()
+    titles = {0: "a", 1: "b", 2: "(a+b)", 3: "c", 4: "(a+b)*c"}
+    assert set(visit.grads().values()) == {"--"}, "no gradient before the backward pass starts"
+    assert visit.edge_labels() == []
+    reached: set[int] = set()
+    for number, step in enumerate(schedule["backward"], start=1):
+        visit.page.locator("#step-forward").click()
+        reached |= {step["node"], *(send["to"] for send in step["sends"])}
+        grads = visit.grads()
+        for node, title in titles.items():
+            if node in reached:
+                assert grads[title] != "--", f"step {number}: {title} was reached"
+            else:
+                assert grads[title] == "--", f"step {number}: {title} is not reached yet"
+        expected = "end" if number == len(schedule["backward"]) else str(number)
+        visit.until(f"new URLSearchParams(location.search).get('step') === '{expected}'")
+    assert visit.grads() == {"a": "10", "b": "10", "(a+b)": "10", "c": "-1", "(a+b)*c": "1"}
+
+
+def test_the_step_in_a_link_is_the_pass_after_that_step(visit: Visit) -> None:
+    visit.open(f"{LESSON}&step=1")
+    # Step 1: the output (grad 1) has sent 1 × 10 to (a+b) and 1 × -1 to c; a and b wait.
+    assert visit.grads() == {"a": "--", "b": "--", "(a+b)": "10", "c": "-1", "(a+b)*c": "1"}
+    assert sorted(visit.edge_labels()) == ["1 × -1 = -1", "1 × 10 = 10"]
+    visit.page.locator("#final").check()
+    assert visit.grads() == {"a": "10", "b": "10", "(a+b)": "10", "c": "-1", "(a+b)*c": "1"}
+
+
+def test_play_runs_forward_then_backward_from_the_keyboard(visit: Visit) -> None:
+    visit.open(f"{LESSON}&pass=forward")
+    assert visit.value("(a+b)*c") == "--"
+    visit.page.locator("#play").focus()
+    visit.page.keyboard.press("Enter")
+    finished = (
+        "(q => q.get('step') === 'end' && !q.has('pass'))(new URLSearchParams(location.search))"
+    )
+    # the backward pass (no `pass` in the URL) at its end
+    visit.until(finished, timeout=30)
+    assert visit.grads()["a"] == "10"
+    assert visit.page.locator("[data-pass=backward]").get_attribute("aria-pressed") == "true"
+
+
+def test_the_graph_runs_left_to_right_and_branches_merge(visit: Visit) -> None:
+    visit.open(f"{LESSON}&step=end")
+    boxes = {
+        title: visit.card(title).bounding_box() for title in ("a", "b", "c", "(a+b)", "(a+b)*c")
+    }
+    assert boxes["a"]["x"] == pytest.approx(boxes["b"]["x"], abs=2)
+    assert boxes["a"]["x"] == pytest.approx(boxes["c"]["x"], abs=2)
+    assert boxes["a"]["x"] < boxes["(a+b)"]["x"] < boxes["(a+b)*c"]["x"]
+    # (a+b) sits between its two operands, where their arrows meet.
+    assert boxes["a"]["y"] < boxes["(a+b)"]["y"] < boxes["b"]["y"] + boxes["b"]["height"]
+
+
+def test_dragging_a_slider_changes_the_value(visit: Visit) -> None:
+    visit.open(LESSON)
+    slider = visit.page.get_by_label("Value of a", exact=True).and_(
+        visit.page.locator("input[type=range]")
+    )
+    box = slider.bounding_box()
+    y = box["y"] + box["height"] / 2
+    visit.page.mouse.move(box["x"] + box["width"] * 0.6, y)  # a = 2 on -10..10
+    visit.page.mouse.down()
+    for fraction in (0.65, 0.7, 0.75, 0.8, 0.85, 0.9):
+        visit.page.mouse.move(box["x"] + box["width"] * fraction, y, steps=3)
+    visit.page.mouse.up()
+    visit.until("document.querySelector('#result').textContent !== 'f = -10'")
+    a = float(slider.input_value())
+    assert a > 5
+    expected = (a - 3) * 10
+    visit.until(
+        "Math.abs(parseFloat(document.querySelector('#result').textContent.slice(4)) - "
+        f"{expected}) < 1e-3"
+    )
+    visit.until(f"Math.abs(Number(new URLSearchParams(location.search).get('a')) - {a}) < 1e-9")
+
+
+def test_a_broken_expression_is_underlined_where_the_problem_is(visit: Visit) -> None:
+    visit.open(LESSON)
+    editor = visit.page.locator("#expression")
+    editor.fill("(a + b) * * c")
+    mark = visit.page.locator(".editor-mirror mark.problem")
+    mark.wait_for(timeout=5_000)
+    assert mark.text_content() == "*"
+    start = visit.page.evaluate(
+        "document.querySelector('.editor-mirror').textContent.indexOf("
+        "document.querySelector('.editor-mirror mark').textContent, 9)"
+    )
+    assert start == 10  # the second `*`, where the problem's position points
+    message = visit.page.locator("#expression-message").text_content() or ""
+    assert "*" in message and len(message) > 10
+    assert editor.get_attribute("aria-invalid") == "true"
+    visit.screenshot("playground-error.png")
+    editor.fill("(a + b) * c")
+    mark.wait_for(state="detached", timeout=5_000)
+    visit.until("document.querySelector('#expression-message').textContent === ''")
+
+
+@pytest.mark.parametrize(
+    ("lang", "title", "play"),
+    [("ru", "Песочница автограда", "Пуск"), ("et", "Autogradi liivakast", "Käivita")],
+)
+def test_switching_language(visit: Visit, lang: str, title: str, play: str) -> None:
+    visit.open(f"{LESSON}&step=end")
+    visit.page.locator(f"[data-lang={lang}]").click()
+    assert visit.page.locator("h1").text_content() == title
+    assert visit.page.locator("#play").text_content() == play
+    assert visit.page.locator("html").get_attribute("lang") == lang
+    visit.until(f"new URLSearchParams(location.search).get('lang') === '{lang}'")
+    # The service is asked in the same language from now on.
+    with visit.page.expect_request(lambda r: "/v1/graph" in r.url) as sent:
+        visit.page.locator("#expression").fill("(a + b) * * c")
+    assert sent.value.headers["accept-language"] == lang
+    visit.page.locator(".editor-mirror mark.problem").wait_for()
+    visit.page.locator("#expression").fill("(a + b) * c")
+    visit.until("document.querySelector('#expression-message').textContent === ''")
+    visit.until("!document.querySelector('#graph-frame').classList.contains('stale')")
+    visit.screenshot(f"playground-{lang}.png")
+    # A link with the language opens in it.
+    visit.open(f"{LESSON}&lang={lang}")
+    assert visit.page.locator("h1").text_content() == title
+
+
+@pytest.mark.viewport(390, 844)
+def test_phone_width_has_no_sideways_scroll(visit: Visit) -> None:
+    visit.open(f"{LESSON}&step=end")
+    assert visit.page.evaluate("document.documentElement.scrollWidth") <= 390
+    # One column: the parts stack, none overlaps another or leaves the screen.
+    boxes = [visit.page.locator(part).bounding_box() for part in (".inputs", ".stage", ".panels")]
+    for box in boxes:
+        assert box["x"] >= 0 and box["x"] + box["width"] <= 390
+    for above, below in itertools.pairwise(boxes):
+        assert above["y"] + above["height"] <= below["y"]
+    assert visit.page.locator("#graph").is_visible()
+    assert "1 × 10 = 10" in visit.edge_labels()
+    visit.screenshot("playground-phone.png", full_page=True)
+
+
+def test_presets_cover_the_lessons(visit: Visit) -> None:
+    visit.open()
+    options = visit.page.eval_on_selector_all("#preset option", "o => o.map(x => x.value)")
+    assert options[:5] == ["lesson", "relu", "square", "shipping", "sanity"]
+    visit.page.select_option("#preset", "square")
+    visit.until("document.querySelector('#result').textContent === 'f = 9'")
+    visit.page.locator("#final").check()
+    assert visit.grad("a") == "6"  # both paths add up: the += of the backward pass
+    assert sorted(visit.edge_labels()) == ["1 × 3 = 3", "1 × 3 = 3"]
+
+
+def test_plot_panel_draws_f_and_its_derivative_over_the_slider_range(visit: Visit) -> None:
+    visit.open(f"{LESSON}&panel=plot&plot=c")
+    if not offers(visit.base_url, "/v1/sweep"):
+        says_it_needs(visit, "#plot-message", "/v1/sweep")
+        return
+    plot = visit.page.locator("#plot svg.plot-svg")
+    plot.wait_for(timeout=10_000)
+    assert visit.page.locator("#plot-variable").input_value() == "c"
+    assert plot.locator("path.series.value").count() == 1
+    assert plot.locator("path.series.grad").count() == 1
+    assert "c = 10" in (visit.page.locator(".plot-legend").text_content() or "")
+    sweep = next(r for r in visit.requests if r.url.endswith("/v1/sweep"))
+    assert sweep.post_data_json["vary"] == [{"name": "c", "from": -50, "to": 50, "points": 201}]
+    visit.screenshot("playground-plot.png", full_page=True)
+
+
+def test_derivatives_panel_shows_the_three_ways_side_by_side(visit: Visit) -> None:
+    visit.open(LESSON)
+    visit.page.get_by_role("tab", name="Three derivatives").click()
+    if not offers(visit.base_url, "/v1/derivatives"):
+        says_it_needs(visit, "#derivatives-message", "/v1/derivatives")
+        return
+    rows = visit.page.locator("table.derivatives tbody tr")
+    rows.first.wait_for(timeout=15_000)
+    assert rows.count() == 3
+    first = rows.first.locator("td")
+    assert first.nth(0).text_content() == "10"  # reverse mode
+    assert (first.nth(1).locator("code").text_content() or "") == "c"  # symbolic
+    assert (first.nth(2).text_content() or "").startswith("10")  # numeric, central
+    assert visit.page.locator("#derivatives .agree").is_visible()
+    visit.until("new URLSearchParams(location.search).get('panel') === 'derivatives'")
+
+
+def test_predict_first_marks_the_learners_gradients_in_their_language(visit: Visit) -> None:
+    visit.open(f"{LESSON}&lang=ru")
+    fields = visit.page.locator("#predict-fields input")
+    assert fields.count() == 3
+    fields.nth(0).fill("10")
+    fields.nth(1).fill("-10")
+    visit.page.locator("#predict-form button[type=submit]").click()
+    if not offers(visit.base_url, "/v1/check"):
+        says_it_needs(visit, "#predict-message", "/v1/check")
+        return
+    verdicts = visit.page.locator("ul.verdicts li")
+    verdicts.first.wait_for(timeout=10_000)
+    classes = verdicts.evaluate_all("items => items.map(i => i.className)")
+    assert classes[:2] == ["verdict correct", "verdict incorrect"]
+    feedback = verdicts.nth(1).locator(".feedback").text_content() or ""
+    assert re.search("[а-яё]", feedback), "the service's feedback comes back in Russian"
+    assert "50%" in (visit.page.locator(".score").text_content() or "")
+
+
+def test_a_panel_whose_endpoint_fails_says_so_and_the_page_goes_on(visit: Visit) -> None:
+    problem = {
+        "type": "https://autograd-service.dev/problems/not-found",
+        "title": "Not found",
+        "status": 404,
+        "detail": "nothing is at /v1/sweep; the API is described at /docs",
+    }
+    visit.page.route(
+        "**/v1/sweep",
+        lambda route: route.fulfill(
+            status=404, content_type="application/problem+json", json=problem
+        ),
+    )
+    visit.open(f"{LESSON}&panel=plot")
+    message = visit.page.locator("#plot-message")
+    visit.until("document.querySelector('#plot-message').textContent !== ''")
+    assert "/v1/sweep" in (message.text_content() or "")
+    assert visit.page.locator("#plot svg").count() == 0
+    visit.page.locator("#step-forward").click()
+    assert visit.grad("(a+b)*c") == "1"
+
+
+def test_arrow_keys_step_through_the_pass(visit: Visit) -> None:
+    visit.open(LESSON)
+    visit.page.locator("body").click(position={"x": 5, "y": 790})
+    visit.page.keyboard.press("ArrowRight")
+    visit.page.keyboard.press("ArrowRight")
+    visit.until("new URLSearchParams(location.search).get('step') === '2'")
+    assert visit.grads()["c"] == "-1"
+    visit.page.keyboard.press("ArrowLeft")
+    visit.until("new URLSearchParams(location.search).get('step') === '1'")
+
+
+def test_granularity_and_local_derivatives_show_what_derived_nodes_hide(visit: Visit) -> None:
+    visit.open("?expression=a%20-%20b&a=5&b=2&step=end")
+    assert visit.page.locator("#graph .node").count() == 3
+    assert visit.page.locator(".card-expansion.shown").count() == 0
+    visit.page.locator("#local").check()
+    expansion = visit.page.locator(".card-expansion.shown")
+    assert expansion.count() == 1
+    assert "-1" in (expansion.text_content() or "")
+    assert visit.grad("b") == "-1"  # the right operand of `-` gets local derivative -1
+    visit.page.locator("[data-granularity=primitive]").click()
+    visit.until("document.querySelectorAll('#graph .node').length === 5")
+    visit.until("new URLSearchParams(location.search).get('granularity') === 'primitive'")
+    assert visit.grad("b") == "-1"
+
+
+def test_a_sliders_range_can_be_changed(visit: Visit) -> None:
+    visit.open(LESSON)
+    high = visit.page.get_by_label("Slider range of a: to")
+    high.fill("100")
+    high.press("Enter")
+    visit.until("new URLSearchParams(location.search).get('range.a') === '-10,100'")
+    slider = visit.page.locator("#sliders input[type=range]").first
+    assert slider.get_attribute("max") == "100"
+
+
+def test_the_shipping_cost_preset_shows_the_lessons_program(visit: Visit) -> None:
+    visit.open()
+    program = requests.post(
+        f"{visit.base_url}/v1/graph",
+        json={"expression": "weight = Value(3.0)\ncost = weight * 15.0"},
+        timeout=5,
+    )
+    visit.page.select_option("#preset", "shipping")
+    if program.status_code != 200:  # a service without programs: the editor says why
+        visit.until("document.querySelector('#expression-message').textContent !== ''")
+        return
+    visit.until("document.querySelector('#result').textContent === 'cost = 111'")
+    inputs = visit.page.eval_on_selector_all(
+        "#sliders .slider",
+        "rows => rows.map(r => [r.querySelector('label').textContent, "
+        "r.querySelector('.slider-number').value])",
+    )
+    assert inputs == [["base_fee", "50"], ["weight", "3"], ["distance", "12"], ["discount", "-8"]]
+    visit.page.locator("#final").check()
+    assert {name: visit.grad(name) for name in ("weight", "distance", "base_fee", "discount")} == {
+        "weight": "15",
+        "distance": "2",
+        "base_fee": "1",
+        "discount": "1",
+    }
