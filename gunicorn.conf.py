@@ -44,9 +44,9 @@ bind = f"0.0.0.0:{os.environ.get('PORT', '8000')}"
 workers = int(os.environ.get("AUTOGRAD_WORKERS") or _cores() + 1)  # unset or empty: the default
 worker_class = "sync"  # CPU-bound requests gain nothing from threads under the GIL
 
-# Import the app (Flask, marshmallow, apispec; not sympy, which a worker loads on its first
-# POST /v1/derivatives) once in the master; workers fork and share its pages copy-on-write, start
-# in milliseconds and are replaced just as fast.
+# Import the app (Flask, marshmallow, apispec, numpy, matplotlib) once in the master, and sympy in
+# `when_ready`; workers fork and share its pages copy-on-write, start in milliseconds and are
+# replaced just as fast.
 preload_app = True
 
 
@@ -97,6 +97,16 @@ def on_starting(server: Any) -> None:
 
 def on_exit(server: Any) -> None:
     shutil.rmtree(getattr(server, "autograd_slots", ""), ignore_errors=True)
+
+
+def when_ready(server: Any) -> None:
+    # Symbolic work (POST /v1/derivatives, symbolic answers to POST /v1/check) needs sympy, whose
+    # import and first simplification take seconds: paid once here, before the first fork, rather
+    # than by each worker's first such request, inside its time budget.
+    from service import check, formulas
+
+    formulas.warm_up()
+    check.warm_up()
 
 
 def pre_fork(server: Any, worker: Any) -> None:

@@ -471,7 +471,7 @@ def check(
             items.append(item)
     if answers.get("derivatives") is not None:
         given = answers["derivatives"]
-        _warm_up()
+        warm_up()
         with time_budget(SYMBOLIC_SECONDS, CHECK_KIND):
             symbolic = _Symbolic(evaluator, expression, output, variable_node, tolerance)
             for name in variables:
@@ -491,7 +491,7 @@ def check(
 
 
 @cache
-def _warm_up() -> None:
+def warm_up() -> None:
     """Let sympy import and generate what its simplification loads on first use, once per
     process and outside any time budget: a budget that interrupted an import half-way would
     leave the module to be imported again, and again, by every later request."""

@@ -31,6 +31,7 @@ from schemathesis.specs.openapi.checks import (
 from service.api.config import DEFAULTS
 from service.app import create_app
 from service.check import ANSWER_KINDS
+from service.check import warm_up as warm_up_checking
 from service.derivatives import SYMBOLIC_KINDS, Differentiator, SymbolicLimits
 from service.errors import (
     BINDING_KINDS,
@@ -40,6 +41,7 @@ from service.errors import (
     AutogradError,
 )
 from service.evaluator import Evaluator
+from service.formulas import warm_up as warm_up_formulas
 from service.kinds import slug
 from service.limits import DEFAULT_LIMITS, Limits
 from service.operations import FUNCTIONS
@@ -224,6 +226,10 @@ LIVE_URL = os.environ.get("FUZZ_URL")  # a running server to send the requests t
 api = schemathesis.openapi.from_path(SPEC)
 if not LIVE_URL:
     api.app = create_app(DEFAULTS)
+    # As gunicorn's master does before forking: sympy's first import and simplification take
+    # seconds, which would otherwise be charged to the first symbolic request's time budget.
+    warm_up_formulas()
+    warm_up_checking()
 # Invalid data may also be refused as a body too large (413) before its content is read: a string
 # past `maxLength`, JSON-escaped, can be larger than the body limit.
 negative = api.config.checks.negative_data_rejection
