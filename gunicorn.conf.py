@@ -5,6 +5,8 @@ from __future__ import annotations
 import gc
 import json
 import os
+import shutil
+import tempfile
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -67,6 +69,32 @@ def pre_fork(server: Any, worker: Any) -> None:
 
 def post_fork(server: Any, worker: Any) -> None:
     gc.set_threshold(*GC_THRESHOLDS)
+
+
+# Metrics (GET /metrics): every worker writes its samples to files in this directory, and a scrape
+# adds up all of them. It must be set before the app, and so prometheus_client, is imported, and
+# must start empty; the default is a fresh directory in memory (or in the writable /tmp).
+def _metrics_directory() -> str:
+    directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if directory:
+        shutil.rmtree(directory, ignore_errors=True)  # samples of an earlier run would be added
+        os.makedirs(directory, exist_ok=True)
+        return directory
+    return tempfile.mkdtemp(prefix="autograd-metrics-", dir=worker_tmp_dir)
+
+
+os.environ["PROMETHEUS_MULTIPROC_DIR"] = _metrics_directory()
+
+
+def child_exit(server: Any, worker: Any) -> None:
+    # A dead worker's gauges (cache size) stop counting; its counters stay in the totals.
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(worker.pid)
+
+
+def on_exit(server: Any) -> None:
+    shutil.rmtree(os.environ["PROMETHEUS_MULTIPROC_DIR"], ignore_errors=True)
 
 
 accesslog = "-"  # stdout, one JSON object per line

@@ -29,6 +29,7 @@ from service.app import create_app
 SPEC_FILE = Path(__file__).resolve().parent.parent / "openapi.yaml"
 SPEC: dict[str, Any] = yaml.safe_load(SPEC_FILE.read_text())
 WITH_BODY = ("/v1/gradients", "/v1/graph")
+PLAIN_TEXT = ("/metrics",)  # answered in Prometheus' text format, for scrapers
 LESSON = {"expression": "(a + b) * c", "bindings": {"a": 2, "b": -3, "c": 10}}
 
 
@@ -86,7 +87,8 @@ def test_every_operation_is_documented_with_the_lesson(path: str, method: str, o
     assert len(op["description"]) > 80
     success = resolved(op["responses"]["200"])
     assert "X-Request-ID" in success["headers"]
-    assert success["content"]["application/json"]["example"]
+    media_type = "text/plain" if path in PLAIN_TEXT else "application/json"
+    assert success["content"][media_type]["example"]
     assert resolved(op["responses"]["default"])["content"].keys() == {"application/problem+json"}
     if path in WITH_BODY:
         example = op["requestBody"]["content"]["application/json"]["example"]
