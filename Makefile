@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 PORT ?= 8000
 export PORT
 
-.PHONY: serve test lint openapi test-docker lock fuzz load bench clean
+.PHONY: serve test lint openapi test-docker lock fuzz load bench capacity clean
 
 # The virtual environment is rebuilt whenever the project's declared dependencies change.
 $(BIN)/python:
@@ -66,6 +66,12 @@ load: $(VENV)/.installed
 bench: $(VENV)/.installed
 	$(BIN)/pip install --quiet -e '.[test,bench,torch]' || $(BIN)/pip install --quiet -e '.[test,bench]'
 	$(BIN)/python -m bench $(BENCH_ARGS)
+
+# The figures docs/DEPLOY.md sizes pods and replicas from: lesson requests per core, memory per
+# worker, replicas for N learners (bench/capacity.py).
+capacity: $(VENV)/.installed
+	$(BIN)/pip install --quiet -e '.[test,bench]'
+	$(BIN)/python -m bench capacity $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis *.egg-info
