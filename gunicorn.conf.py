@@ -1,16 +1,30 @@
-"""Gunicorn settings, tuned by PORT, AUTOGRAD_WORKERS, AUTOGRAD_LOG_LEVEL and GUNICORN_CMD_ARGS."""
+"""Gunicorn settings, tuned by PORT, AUTOGRAD_WORKERS, AUTOGRAD_LOG_LEVEL and GUNICORN_CMD_ARGS.
+
+Sync workers serve one connection each from start to end: never expose them to the internet
+directly. A client that sends or reads slowly holds a worker for as long as it likes; a buffering
+proxy in front (deploy/nginx.conf, the default `docker compose up`) takes that wait instead.
+"""
 
 from __future__ import annotations
 
 import gc
 import json
+import logging
+import math
 import os
 import shutil
+import socket
 import tempfile
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from gunicorn import util
 from gunicorn.glogging import Logger
+
+from service.api import costs
+from service.api.kinds import KINDS, type_uri
+from service.api.logs import JsonFormatter
+from service.i18n import _
 
 
 def _cores() -> int:
@@ -34,7 +48,19 @@ worker_class = "sync"  # CPU-bound requests gain nothing from threads under the 
 # pages copy-on-write, start in milliseconds and are replaced just as fast.
 preload_app = True
 
-timeout = 30  # a worker silent this long is killed and replaced: no request holds one forever
+
+def _request_budget() -> float:
+    # The app refuses a bad value itself, naming the variable; here it only sets the timeout.
+    try:
+        return max(0.0, float(os.environ.get("AUTOGRAD_REQUEST_BUDGET") or 5))
+    except ValueError:
+        return 5.0
+
+
+# A worker silent this long is killed and replaced: no request holds one forever. The app stops
+# any view at its time budget (AUTOGRAD_REQUEST_BUDGET, 5 s) with a 503, so this is only reached
+# by work that cannot be interrupted; it sits well above the budget, whatever that is set to.
+timeout = max(30, math.ceil(2 * _request_budget()) + 10)
 graceful_timeout = 20  # on SIGTERM, in-flight requests get this long to finish
 # Seconds an idle keep-alive connection is held. Sync workers close after every response (a proxy
 # in front keeps the client connections); this applies once GUNICORN_CMD_ARGS picks another class.
@@ -63,17 +89,87 @@ control_socket_disable = True
 GC_THRESHOLDS = (50_000, 20, 10)
 
 
+def on_starting(server: Any) -> None:
+    # The heavy-request slots of this server: files its workers lock (service/api/costs.py).
+    server.autograd_slots = tempfile.mkdtemp(prefix="autograd-slots-", dir=worker_tmp_dir)
+
+
+def on_exit(server: Any) -> None:
+    shutil.rmtree(getattr(server, "autograd_slots", ""), ignore_errors=True)
+    shutil.rmtree(os.environ["PROMETHEUS_MULTIPROC_DIR"], ignore_errors=True)
+
+
 def pre_fork(server: Any, worker: Any) -> None:
     gc.freeze()
 
 
 def post_fork(server: Any, worker: Any) -> None:
     gc.set_threshold(*GC_THRESHOLDS)
+    costs.join_server(server.autograd_slots, server.num_workers)
+
+
+# Which replica answered, by its host name (a container's id), for a proxy's `X-Upstream`.
+SERVED_BY_HEADER = ("X-Served-By", socket.gethostname())
+
+
+def post_worker_init(worker: Any) -> None:
+    app = worker.wsgi
+
+    def served_by(environ: dict[str, Any], start_response: Any) -> Any:
+        def start(status: str, headers: list[tuple[str, str]], *exc_info: Any) -> Any:
+            return start_response(status, [*headers, SERVED_BY_HEADER], *exc_info)
+
+        return app(environ, start)
+
+    worker.wsgi = served_by
+
+
+# Gunicorn's own error answers (a request line it cannot parse, a worker stopped at its timeout)
+# are problem documents like the app's, never an HTML page. The worker's timeout (SIGABRT from the
+# master) is the request's cost, answered as the app answers a request past its budget.
+_ABORTED = False
+
+
+def worker_abort(worker: Any) -> None:
+    global _ABORTED
+    _ABORTED = True
+
+
+def _write_problem(sock: Any, status_int: int, reason: str, mesg: str) -> None:
+    kind = (
+        "request-too-expensive"
+        if _ABORTED
+        else {400: "bad-request", 500: "internal-error"}.get(status_int)
+    )
+    headers = ""
+    body: dict[str, Any]
+    if kind is not None:
+        status_int, title = KINDS[kind]
+        body = {"type": type_uri(kind), "title": title, "status": status_int}
+        if kind == "request-too-expensive":
+            headers = f"Retry-After: {costs.retry_after(_request_budget())}\r\n"
+            body["detail"] = _("the work took longer than the server allows one request")
+        else:
+            body["detail"] = mesg or _("the server could not complete the request")
+    else:
+        body = {"type": "about:blank", "title": reason, "status": status_int, "detail": mesg}
+    payload = json.dumps(body).encode()
+    reason = "Service Unavailable" if status_int == 503 else reason
+    head = (
+        f"HTTP/1.1 {status_int} {reason}\r\nConnection: close\r\n"
+        f"Content-Type: application/problem+json\r\n{headers}"
+        f"Content-Length: {len(payload)}\r\n\r\n"
+    )
+    util.write_nonblock(sock, head.encode("latin-1") + payload)
+
+
+util.write_error = _write_problem
 
 
 # Metrics (GET /metrics): every worker writes its samples to files in this directory, and a scrape
 # adds up all of them. It must be set before the app, and so prometheus_client, is imported, and
-# must start empty; the default is a fresh directory in memory (or in the writable /tmp).
+# must start empty; the default is a fresh directory in memory (or in the writable /tmp). Nothing
+# imported above loads prometheus_client: the app (service.api.metrics) does, when preloaded.
 def _metrics_directory() -> str:
     directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
     if directory:
@@ -93,17 +189,26 @@ def child_exit(server: Any, worker: Any) -> None:
     multiprocess.mark_process_dead(worker.pid)
 
 
-def on_exit(server: Any) -> None:
-    shutil.rmtree(os.environ["PROMETHEUS_MULTIPROC_DIR"], ignore_errors=True)
-
-
 accesslog = "-"  # stdout, one JSON object per line
 errorlog = "-"  # stderr
 loglevel = (os.environ.get("AUTOGRAD_LOG_LEVEL") or "info").lower()
 
 
+class _ProcessJsonFormatter(JsonFormatter):
+    """The service's JSON log line, with the process id gunicorn's own lines are about."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return json.dumps({**json.loads(super().format(record)), "pid": record.process})
+
+
 class JsonAccessLogger(Logger):
-    """Writes each access-log line as a JSON object, so any field can hold any character safely."""
+    """Writes gunicorn's own log lines and each access-log line as JSON objects, so any field can
+    hold any character safely and one parser reads every line the server writes."""
+
+    def _set_handler(self, log: Any, output: Any, fmt: Any, stream: Any = None) -> None:
+        if log is self.error_log:
+            fmt = _ProcessJsonFormatter()
+        super()._set_handler(log, output, fmt, stream)
 
     def access(self, resp: Any, req: Any, environ: dict[str, Any], request_time: timedelta) -> None:
         if not self.access_log_enabled:

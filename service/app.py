@@ -8,7 +8,17 @@ from typing import Any
 from flask import Flask, Response, request
 from flask_cors import CORS
 
-from service.api import EXTENSION, docs, gradients, graph, health, logs, metrics, operations
+from service.api import (
+    EXTENSION,
+    costs,
+    docs,
+    gradients,
+    graph,
+    health,
+    logs,
+    metrics,
+    operations,
+)
 from service.api.config import (
     DEFAULTS,
     ENVIRONMENT_PREFIX,
@@ -17,6 +27,7 @@ from service.api.config import (
     cache_size,
     cors_origins,
     limits_from,
+    request_costs,
 )
 from service.api.problems import ProblemApi
 from service.api.request import REQUEST_ID_HEADER, ApiRequest, StrictJSONProvider
@@ -26,9 +37,17 @@ RESOURCES = (gradients.blp, graph.blp, operations.blp, health.blp, metrics.blp)
 PREFLIGHT_MAX_AGE = 3600  # seconds a browser may reuse a CORS preflight: one per slider session
 
 
+class Service(Flask):
+    """Flask, with every view's work bounded in time, in heavy requests at once and in response
+    size (service/api/costs.py): the one place all requests pass through."""
+
+    def dispatch_request(self) -> Any:
+        return costs.bounded(self, super().dispatch_request)
+
+
 def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     """The service: defaults, then `AUTOGRAD_*` environment variables, then `config` (tests)."""
-    app = Flask(__name__, static_folder=None)
+    app = Service(__name__, static_folder=None)
     app.request_class = ApiRequest
     app.json = StrictJSONProvider(app)
     app.config.update(DEFAULTS, **docs.SPEC_SETTINGS)
@@ -36,6 +55,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.config.update(config or {})
     app.config["MAX_CONTENT_LENGTH"] = body_limit(app.config)
     logs.configure(app.config["LOG_LEVEL"])
+    app.extensions[costs.EXTENSION] = request_costs(app.config)
     app.extensions[EXTENSION] = Evaluator(
         limits_from(app.config), cache_size(app.config), cache_nodes(app.config)
     )
@@ -50,7 +70,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         app,
         origins=origins,
         send_wildcard=origins == "*",  # `*` rather than echoing each origin: one cacheable answer
-        expose_headers=[REQUEST_ID_HEADER],
+        expose_headers=[REQUEST_ID_HEADER, "Retry-After"],
         max_age=PREFLIGHT_MAX_AGE,
     )
     app.after_request(_tag_with_request_id)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 from typing import Any
@@ -10,6 +11,7 @@ import pytest
 from flask import Flask, abort
 from flask.testing import FlaskClient
 
+from service.api import costs
 from service.api.kinds import HTTP_KINDS, KINDS, slug, type_uri
 from service.api.logs import JsonFormatter
 from service.app import create_app
@@ -373,6 +375,32 @@ def test_an_unexpected_error_in_the_core_is_an_internal_error(
         "internal-error",
     )
     assert "a bug" not in body["detail"]
+
+
+def test_request_too_expensive() -> None:
+    client = create_app({"TESTING": True, "REQUEST_BUDGET": 0.01}).test_client()
+    heavy = {"expression": "2 * a" + " / a" * 3000, "bindings": {"a": 1.5}}
+    response = client.post("/v1/gradients", json=heavy)
+    problem(response, "request-too-expensive")
+    assert response.headers["Retry-After"] == "1"
+
+
+def test_service_busy(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(costs, "SERVER", costs.Server())
+    costs.join_server(str(tmp_path), 2)  # two workers: one slot for heavy requests
+    held = (tmp_path / "heavy-0").open("ab")
+    fcntl.flock(held, fcntl.LOCK_EX)
+    client = create_app({"TESTING": True, "HEAVY_REQUEST_BYTES": 64}).test_client()
+    response = client.post("/v1/graph", json={"expression": "a + b" * 20})
+    problem(response, "service-busy")
+    assert response.headers["Retry-After"] == "1"
+    held.close()
+
+
+def test_response_too_large() -> None:
+    client = create_app({"TESTING": True, "MAX_RESPONSE_BYTES": 100}).test_client()
+    body = problem(client.post("/v1/graph", json={"expression": "a + b"}), "response-too-large")
+    assert (body["limit"], body["maximum"]) == ("max_response_bytes", 100)
 
 
 def test_the_table_has_every_kind_of_the_core_and_every_http_kind() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from service.api.costs import RequestCosts
 from service.limits import DEFAULT_LIMITS, Limits
 
 ENVIRONMENT_PREFIX = "AUTOGRAD"
@@ -23,6 +24,10 @@ SETTINGS: dict[str, tuple[Any, str]] = {
     "CACHE_NODES": (60_000, "graph nodes of all cached expressions together, per worker"),
     "CORS_ORIGINS": ("*", "origins browsers may call from: `*` or a comma-separated list"),
     "LOG_LEVEL": ("info", "level of the service's JSON log lines on stderr"),
+    "REQUEST_BUDGET": (5.0, "seconds of work per request (0: none); past it a 503"),
+    "HEAVY_REQUEST_BYTES": (16384, "body bytes from which a request counts as heavy"),
+    "HEAVY_REQUEST_SLOTS": (0, "heavy requests at once per server; 0: one fewer than workers"),
+    "MAX_RESPONSE_BYTES": (16 * 1024 * 1024, "bytes of response body; larger: response-too-large"),
 }
 DEFAULTS: dict[str, Any] = {name: default for name, (default, _) in SETTINGS.items()}
 
@@ -47,6 +52,10 @@ def cache_size(config: Mapping[str, Any]) -> int:
 
 def cache_nodes(config: Mapping[str, Any]) -> int:
     return _positive(config, "CACHE_NODES", int, minimum=0)
+
+
+def request_costs(config: Mapping[str, Any]) -> RequestCosts:
+    return RequestCosts.from_config(config, _positive)
 
 
 def cors_origins(config: Mapping[str, Any]) -> str | list[str]:

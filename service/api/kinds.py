@@ -43,6 +43,10 @@ KINDS: dict[str, tuple[int, str]] = {
     "not-found": (404, "Not found"),
     "method-not-allowed": (405, "Method not allowed"),
     "internal-error": (500, "Internal server error"),
+    # What one request may cost (service/api/costs.py).
+    "request-too-expensive": (503, "Request too expensive"),
+    "service-busy": (503, "Service busy"),
+    "response-too-large": (422, "Response too large"),
 }
 
 # The kind of each HTTP error Flask, Werkzeug or webargs raise; other statuses are `about:blank`.
@@ -69,8 +73,11 @@ def type_uri(kind: str) -> str:
 class Problem(Exception):
     """A refusal by the web layer itself, rendered as a problem of `kind` from the table."""
 
-    def __init__(self, kind: str, detail: str, **extensions: object) -> None:
+    def __init__(
+        self, kind: str, detail: str, *, headers: dict[str, str] | None = None, **extensions: object
+    ) -> None:
         super().__init__(detail)
         self.kind = kind
         self.detail = detail
+        self.headers = headers or {}  # such as `Retry-After` on a 503
         self.extensions = extensions

@@ -11,12 +11,20 @@ from flask_smorest import Api, Blueprint
 from werkzeug.exceptions import HTTPException
 
 from service.api import json_response
+from service.api.costs import retry_after
 from service.api.examples import REFUSED, refusal
 from service.api.kinds import HTTP_KINDS, KINDS, Problem, slug, type_uri
 from service.api.logs import LOGGER
 from service.api.request import REQUEST_ID_HEADER, RESPONSE_HEADERS
 from service.api.schemas import ProblemSchema
-from service.errors import AutogradError, BindingError, DomainError, ExpressionError, LimitExceeded
+from service.errors import (
+    AutogradError,
+    BindingError,
+    BudgetExceeded,
+    DomainError,
+    ExpressionError,
+    LimitExceeded,
+)
 
 PROBLEM_MIMETYPE = "application/problem+json"
 View = TypeVar("View", bound=Callable[..., Any])
@@ -42,6 +50,16 @@ _SAMPLES: dict[str, tuple[str, dict[str, Any]]] = {
     "body-too-large": ("the request body is larger than the 1048576 bytes accepted", {}),
     "not-found": ("nothing is at /v1/gradient; the API is described at /docs", {}),
     "method-not-allowed": ("GET is not allowed on /v1/gradients; use OPTIONS, POST", {}),
+    "request-too-expensive": ("the work took longer than its time budget of 5 s", {}),
+    "service-busy": (
+        "the service is busy with 2 other large requests; try again in 1 s or send a smaller one",
+        {},
+    ),
+    "response-too-large": (
+        "the response would be 20000000 bytes, more than the 16777216 this service sends; "
+        "send a smaller expression",
+        {"limit": "max_response_bytes", "maximum": 16777216},
+    ),
     "internal-error": (
         "the service failed unexpectedly; the request id "
         "0b5e0c7b5f8e4f6c9d1a2b3c4d5e6f70 identifies the failure in its logs",
@@ -80,6 +98,13 @@ def core_problem(error: AutogradError) -> dict[str, Any]:
     if isinstance(error, DomainError):
         extensions["node"] = error.node
     return problem_body(slug(error.kind), error.message, **extensions)
+
+
+def budget_problem(error: BudgetExceeded) -> Response:
+    """Work stopped by its time budget; a 503 (the request's own budget) says when to retry."""
+    body = core_problem(error)
+    retry = {"Retry-After": retry_after(error.seconds)} if body["status"] == 503 else None
+    return problem_response(body, retry)
 
 
 def http_problem(error: HTTPException) -> Response:
@@ -174,8 +199,10 @@ class ProblemApi(Api):
     def _register_error_handlers(self) -> None:
         super()._register_error_handlers()  # every HTTPException, to `handle_http_exception`
         self._app.register_error_handler(
-            Problem, lambda e: problem_response(problem_body(e.kind, e.detail, **e.extensions))
+            Problem,
+            lambda e: problem_response(problem_body(e.kind, e.detail, **e.extensions), e.headers),
         )
+        self._app.register_error_handler(BudgetExceeded, budget_problem)
         self._app.register_error_handler(AutogradError, lambda e: problem_response(core_problem(e)))
         self._app.register_error_handler(Exception, unexpected)
 
@@ -205,6 +232,11 @@ class ProblemApi(Api):
             headers["Allow"] = {
                 "description": "The methods the resource accepts.",
                 "schema": {"type": "string"},
+            }
+        if status == HTTPStatus.SERVICE_UNAVAILABLE:
+            headers["Retry-After"] = {
+                "description": "Seconds after which the request may be sent again.",
+                "schema": {"type": "integer"},
             }
         content: dict[str, Any] = {"schema": ProblemSchema}
         if examples := _examples(status):

@@ -99,13 +99,24 @@ class ApiRequest(Request):
         given = self.headers.get(REQUEST_ID_HEADER, "")
         return given if _SANE_REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
 
+    @property
+    def max_content_length(self) -> int | None:  # type: ignore[override]
+        # A body sent without a Content-Length (chunked) is read one byte past the limit: Werkzeug
+        # refuses any read beyond its limit, so with the limit itself a body of exactly that many
+        # bytes could not be told from a longer one and would be refused.
+        limit = super().max_content_length
+        chunked = limit is not None and self.content_length is None
+        return limit + 1 if chunked else limit  # type: ignore[operator]
+
+    @max_content_length.setter
+    def max_content_length(self, value: int | None) -> None:
+        self._max_content_length = value
+
     def get_data(  # type: ignore[override]
         self, cache: bool = True, as_text: bool = False, parse_form_data: bool = False
     ) -> bytes | str:
         data = super().get_data(cache, False, parse_form_data)
-        # Werkzeug stops reading a body sent without a Content-Length (chunked) when it reaches
-        # the limit, and says nothing: a body that long may have been cut short, so it is
-        # refused as too large rather than parsed in part.
+        # The one byte read past the limit of a chunked body (see `max_content_length`).
         if self.content_length is None:
             limit = self.max_content_length
             if limit is not None and len(data) >= limit:

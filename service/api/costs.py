@@ -1,0 +1,168 @@
+"""What one request may cost a worker: a time budget, a share of the workers, a response size.
+
+Every view runs inside `bounded` (the app's `dispatch_request` calls it), so the bounds hold for
+every endpoint without a view knowing about them:
+
+- **Time.** The view's work runs under `service.budget.time_budget(REQUEST_BUDGET)`; past it the
+  work stops where it is and the client gets a 503 `request-too-expensive` with `Retry-After`,
+  while the worker goes on serving. gunicorn's worker `timeout` sits well above the budget.
+- **A share of the workers.** A request whose body is at least `HEAVY_REQUEST_BYTES` long may take
+  seconds. At most `HEAVY_REQUEST_SLOTS` of them run at once across all workers of one server
+  (by default one fewer than its workers), so at least one worker is always free for the small
+  requests of a lesson and for `/healthz`. A heavy request that finds no free slot is refused at
+  once with a 503 `service-busy` and `Retry-After`, rather than waiting while holding a worker.
+- **Response size.** A response body larger than `MAX_RESPONSE_BYTES` is replaced by a 422
+  `response-too-large` problem.
+
+The slots are files locked with `flock` in a directory the gunicorn master makes (see
+`gunicorn.conf.py`, which calls `join_server` in each worker it forks): the kernel releases a lock
+when its process dies, so a worker killed mid-request never keeps a slot.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import math
+import os
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from flask import Flask, Response, request
+
+from service.api.kinds import Problem
+from service.budget import time_budget
+from service.i18n import _
+
+EXTENSION = "autograd.costs"  # the app's `extensions` key for its `RequestCosts`
+BUDGET_KIND = "request_too_expensive"
+BUSY_RETRY_AFTER_S = 1  # a heavy request refused for want of a slot may try again this soon
+
+
+@dataclass
+class Server:
+    """The gunicorn server a worker belongs to: where its slot files are and how many workers."""
+
+    directory: str | None = None
+    workers: int = 0
+
+
+# Set in each worker by `join_server`; outside gunicorn (tests, the CLI) there is no server.
+SERVER = Server()
+
+
+def join_server(directory: str, workers: int) -> None:
+    """Called in each gunicorn worker after it forks: heavy requests share `directory`'s slots."""
+    SERVER.directory = directory
+    SERVER.workers = workers
+
+
+@dataclass
+class HeavySlots:
+    """Slot files locked with `flock`; each process opens its own (locks are per open file)."""
+
+    configured: int  # HEAVY_REQUEST_SLOTS; 0: one fewer than the server's workers
+    _files: list[IO[bytes]] = field(default_factory=list)
+    _opened_in: tuple[int, str | None, int] | None = None  # (pid, directory, count) of `_files`
+
+    def count(self) -> int:
+        """Slots in force: none to share (no limit) outside a server of several workers."""
+        if SERVER.directory is None:
+            return 0
+        return self.configured or max(1, SERVER.workers - 1)
+
+    def acquire(self) -> IO[bytes] | None:
+        """A locked slot; None when there is no limit. Raises `Problem` when every slot is held."""
+        count = self.count()
+        if not count:
+            return None
+        for slot in self._slots(count):
+            try:
+                fcntl.flock(slot, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue
+            return slot
+        raise Problem(
+            "service-busy",
+            _(
+                "the service is busy with {count} other large requests; "
+                "try again in {seconds} s or send a smaller one",
+                count=count,
+                seconds=BUSY_RETRY_AFTER_S,
+            ),
+            headers={"Retry-After": retry_after(BUSY_RETRY_AFTER_S)},
+        )
+
+    @staticmethod
+    def release(slot: IO[bytes] | None) -> None:
+        if slot is not None:
+            fcntl.flock(slot, fcntl.LOCK_UN)
+
+    def _slots(self, count: int) -> list[IO[bytes]]:
+        key = (os.getpid(), SERVER.directory, count)
+        if self._opened_in != key:  # first use in this process (a fork inherits none)
+            for slot in self._files:
+                slot.close()
+            directory = Path(SERVER.directory or ".")
+            self._files = [(directory / f"heavy-{i}").open("ab") for i in range(count)]
+            self._opened_in = key
+        return self._files
+
+
+@dataclass
+class RequestCosts:
+    """The bounds on one request, read from the configuration once."""
+
+    budget_s: float  # REQUEST_BUDGET
+    heavy_bytes: int  # HEAVY_REQUEST_BYTES
+    max_response_bytes: int  # MAX_RESPONSE_BYTES
+    slots: HeavySlots
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], positive: Callable[..., Any]) -> RequestCosts:
+        return cls(
+            budget_s=positive(config, "REQUEST_BUDGET", float, minimum=0),  # 0: no budget
+            heavy_bytes=positive(config, "HEAVY_REQUEST_BYTES", int),
+            max_response_bytes=positive(config, "MAX_RESPONSE_BYTES", int),
+            slots=HeavySlots(positive(config, "HEAVY_REQUEST_SLOTS", int, minimum=0)),
+        )
+
+    @contextmanager
+    def heavy_slot(self) -> Iterator[None]:
+        # The body is read first (it is bounded by MAX_BODY_BYTES and cached for the view): its
+        # length is what the work grows with, whether it came with a Content-Length or chunked.
+        heavy = len(request.get_data(cache=True)) >= self.heavy_bytes
+        slot = self.slots.acquire() if heavy else None
+        try:
+            yield
+        finally:
+            self.slots.release(slot)
+
+
+def bounded(app: Flask, dispatch: Callable[[], Any]) -> Any:
+    """Run a view's `dispatch` within the request's bounds; see the module docstring."""
+    costs: RequestCosts = app.extensions[EXTENSION]
+    with costs.heavy_slot(), time_budget(costs.budget_s, BUDGET_KIND):
+        result = dispatch()
+    if isinstance(result, Response) and not result.is_streamed:
+        size = result.calculate_content_length() or 0
+        if size > costs.max_response_bytes:
+            raise Problem(
+                "response-too-large",
+                _(
+                    "the response would be {size} bytes, more than the {maximum} this service "
+                    "sends; send a smaller expression",
+                    size=size,
+                    maximum=costs.max_response_bytes,
+                ),
+                limit="max_response_bytes",
+                maximum=costs.max_response_bytes,
+            )
+    return result
+
+
+def retry_after(seconds: float) -> str:
+    """The `Retry-After` value for a wait of `seconds`: whole seconds, at least one."""
+    return str(max(1, math.ceil(seconds)))

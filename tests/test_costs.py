@@ -1,0 +1,168 @@
+"""What one request may cost: the time budget, the heavy-request slots and the response size cap."""
+
+from __future__ import annotations
+
+import fcntl
+import io
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from service.api import costs
+from service.api.config import DEFAULTS, SETTINGS
+from service.api.kinds import KINDS
+from service.app import create_app
+
+LESSON = {"expression": "(a + b) * c", "bindings": {"a": 2, "b": -3, "c": 10}}
+# Many divisions: the operator view of this shape is the most work per character of expression.
+HEAVY = {"expression": "(1 + 1 + 1) * a" + " / a" * 5000, "bindings": {"a": 1.5}}
+
+
+def _problem(response, status: int, kind: str) -> dict:
+    assert response.status_code == status, response.data[:300]
+    assert response.mimetype == "application/problem+json"
+    body = response.get_json()
+    assert body["type"].endswith(f"/problems/{kind}")
+    assert body["status"] == status
+    assert (status, body["title"]) == KINDS[kind]
+    return body
+
+
+@pytest.fixture
+def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A server of three workers, as gunicorn.conf.py makes it: two slots for heavy requests."""
+    monkeypatch.setattr(costs, "SERVER", costs.Server())
+    costs.join_server(str(tmp_path), 3)
+    yield tmp_path
+
+
+def _hold(directory: Path, slot: int) -> object:
+    handle = (directory / f"heavy-{slot}").open("ab")
+    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return handle
+
+
+def test_the_budget_is_a_setting_of_five_seconds() -> None:
+    assert DEFAULTS["REQUEST_BUDGET"] == 5
+    assert "REQUEST_BUDGET" in SETTINGS
+
+
+def test_the_budget_is_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AUTOGRAD_REQUEST_BUDGET", "2.5")
+    assert create_app().extensions[costs.EXTENSION].budget_s == 2.5
+
+
+@pytest.mark.parametrize("value", [-1, "soon", True])
+def test_a_bad_budget_stops_the_app(value: object) -> None:
+    with pytest.raises(ValueError, match="AUTOGRAD_REQUEST_BUDGET"):
+        create_app({"REQUEST_BUDGET": value})
+
+
+@pytest.mark.parametrize("path", ["/v1/gradients", "/v1/graph"])
+def test_work_past_the_budget_is_a_503_and_the_app_goes_on(path: str) -> None:
+    app = create_app({"TESTING": True, "REQUEST_BUDGET": 0.05})
+    client = app.test_client()
+    response = client.post(
+        path, json=HEAVY if path.endswith("gradients") else {"expression": HEAVY["expression"]}
+    )
+    body = _problem(response, 503, "request-too-expensive")
+    assert "0.05 s" in body["detail"]
+    assert response.headers["Retry-After"] == "1"
+    assert response.headers["X-Request-ID"]
+    assert client.post("/v1/gradients", json=LESSON).get_json()["value"] == -10
+
+
+def test_retry_after_is_whole_seconds() -> None:
+    assert [costs.retry_after(s) for s in (0.05, 1, 2.5, 5)] == ["1", "1", "3", "5"]
+
+
+def test_a_budget_of_zero_turns_it_off() -> None:
+    app = create_app({"TESTING": True, "REQUEST_BUDGET": 0})
+    assert app.test_client().post("/v1/gradients", json=LESSON).status_code == 200
+
+
+def test_without_a_server_every_heavy_request_is_admitted() -> None:
+    client = create_app({"TESTING": True}).test_client()
+    assert client.post("/v1/gradients", json=HEAVY).status_code == 200
+
+
+def test_heavy_requests_wait_for_no_slot_but_are_refused(server: Path) -> None:
+    client = create_app({"TESTING": True}).test_client()
+    held = [_hold(server, 0), _hold(server, 1)]  # two other workers serve heavy requests
+    response = client.post("/v1/gradients", json=HEAVY)
+    body = _problem(response, 503, "service-busy")
+    assert "2 other large requests" in body["detail"]
+    assert response.headers["Retry-After"] == "1"
+    # The small requests of a lesson and the health check are never held back.
+    assert client.post("/v1/gradients", json=LESSON).status_code == 200
+    assert client.get("/healthz").status_code == 200
+    held.pop().close()  # one slot frees up
+    assert client.post("/v1/gradients", json=HEAVY).status_code == 200
+    # The slot is given back after the request: it can be taken again.
+    assert client.post("/v1/gradients", json=HEAVY).status_code == 200
+
+
+def test_a_chunked_heavy_body_counts_as_heavy(server: Path) -> None:
+    client = create_app({"TESTING": True, "HEAVY_REQUEST_BYTES": 64}).test_client()
+    held = [_hold(server, 0), _hold(server, 1)]
+    body = b'{"expression": "a + b + a + b + a + b + a", "bindings": {"a": 1, "b": 2}}'
+    response = client.post(
+        "/v1/gradients",
+        input_stream=io.BytesIO(body),
+        headers={"Content-Type": "application/json", "Transfer-Encoding": "chunked"},
+        environ_overrides={"wsgi.input_terminated": True},  # as gunicorn says of chunked bodies
+    )
+    _problem(response, 503, "service-busy")
+    del held
+
+
+def test_a_slot_is_freed_when_its_worker_dies(server: Path) -> None:
+    client = create_app({"TESTING": True}).test_client()
+    _keep = _hold(server, 0)
+    worker = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, sys, time; f = open(sys.argv[1], 'ab');"
+            "fcntl.flock(f, fcntl.LOCK_EX); print('locked', flush=True); time.sleep(60)",
+            str(server / "heavy-1"),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert worker.stdout.readline().strip() == "locked"
+        assert client.post("/v1/gradients", json=HEAVY).status_code == 503
+        worker.kill()  # SIGKILL: no code of its own runs, the kernel drops the lock
+        worker.wait(timeout=10)
+        assert client.post("/v1/gradients", json=HEAVY).status_code == 200
+    finally:
+        worker.kill()
+        worker.wait(timeout=10)
+
+
+def test_an_explicit_slot_count_overrides_the_workers(server: Path) -> None:
+    client = create_app({"TESTING": True, "HEAVY_REQUEST_SLOTS": 3}).test_client()
+    held = [_hold(server, 0), _hold(server, 1)]
+    assert client.post("/v1/gradients", json=HEAVY).status_code == 200
+    del held
+
+
+def test_a_response_over_the_cap_is_refused() -> None:
+    client = create_app({"TESTING": True, "MAX_RESPONSE_BYTES": 500}).test_client()
+    response = client.post("/v1/gradients", json=LESSON)
+    body = _problem(response, 422, "response-too-large")
+    assert body["limit"] == "max_response_bytes"
+    assert body["maximum"] == 500
+    assert client.get("/healthz").status_code == 200  # small responses are untouched
+
+
+def test_the_default_response_cap_holds_the_largest_response() -> None:
+    # The worst shapes at the default limits come well under the default cap (docs/SECURITY.md).
+    client = create_app({"TESTING": True, "REQUEST_BUDGET": 0}).test_client()
+    response = client.post("/v1/gradients", json=HEAVY)
+    assert response.status_code == 200
+    assert len(response.data) < DEFAULTS["MAX_RESPONSE_BYTES"]
