@@ -19,9 +19,17 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 serve: $(VENV)/.installed
 	$(BIN)/gunicorn --config gunicorn.conf.py 'service.app:create_app()'
 
-test: $(VENV)/.installed
+# checkov scans deploy/kubernetes (tests/test_kubernetes.py). It lives in a virtual environment of
+# its own: it pins versions of packaging, networkx and others that the service's tests also use.
+CHECKOV_VERSION := 3.3.30
+CHECKOV := $(VENV)/checkov/bin/checkov
+$(CHECKOV): | $(BIN)/python
+	$(PYTHON) -m venv $(VENV)/checkov
+	$(VENV)/checkov/bin/pip install --quiet 'checkov==$(CHECKOV_VERSION)'
+
+test: $(VENV)/.installed $(CHECKOV)
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest
+	CHECKOV=$(CHECKOV) $(BIN)/python -m pytest
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .
