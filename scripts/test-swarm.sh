@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Docker swarm test: deploy the stack (docker-compose.yml + deploy/swarm/stack.yml) on a
+# single-node swarm, smoke-test it through its proxy, roll the api service to a new image while
+# 16 clients send lesson requests (tests/docker/rolling.py: zero failed requests, every replica
+# replaced), check what swarm reports, and always tear everything down again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+ENGINE=../shared/tools/container-engine
+PYTHON=${PYTHON:-python3}
+STACK=autograd-swarm # its own names: teardown removes only what this run made
+PORT=${AUTOGRAD_SWARM_HTTP_PORT:-18880}
+OLD=swarm-test-1
+NEW=swarm-test-2
+export COMPOSE_PROJECT_NAME=$STACK
+say() { echo "test-swarm: $*"; }
+
+started_engine=false
+started_swarm=false
+teardown() {
+  local status=$?
+  if docker info >/dev/null 2>&1; then
+    if [ "$status" -ne 0 ]; then
+      say "failed; the services' tasks and last log lines:" >&2
+      docker stack ps "$STACK" --no-trunc >&2 || true
+      docker service logs --tail 40 "${STACK}_api" >&2 || true
+      docker service logs --tail 20 "${STACK}_proxy" >&2 || true
+    fi
+    docker stack rm "$STACK" >/dev/null 2>&1 || true
+    # `stack rm` returns at once; its containers and networks go in the background.
+    for _ in $(seq 1 60); do
+      [ -z "$(docker ps -aq --filter "label=com.docker.stack.namespace=$STACK")" ] &&
+        [ -z "$(docker network ls -q --filter "label=com.docker.stack.namespace=$STACK")" ] && break
+      sleep 1
+    done
+    if "$started_swarm"; then docker swarm leave --force >/dev/null || true; fi
+    docker image rm "autograd-service:$OLD" "autograd-service:$NEW" \
+      "autograd-service-nginx:$OLD" >/dev/null 2>&1 || true
+  fi
+  if "$started_engine"; then bash "$ENGINE" down || true; fi
+  exit "$status"
+}
+trap teardown EXIT
+
+if ! docker info >/dev/null 2>&1; then
+  if [ -f "$ENGINE" ]; then
+    say "no Docker daemon reachable; starting one with $ENGINE"
+    started_engine=true # set first: a half-finished start is stopped again too
+    bash "$ENGINE" up
+  else
+    say "no Docker daemon reachable and no $ENGINE to start one" >&2
+    exit 1
+  fi
+fi
+
+if [ "$(docker info --format '{{.Swarm.LocalNodeState}}')" = inactive ]; then
+  started_swarm=true
+  docker swarm init --advertise-addr 127.0.0.1 >/dev/null
+  say "single-node swarm started"
+else
+  say "this daemon is already part of a swarm; deploying into it"
+fi
+
+# The images, under tags of this run's own. The stack overlay names the same builds.
+AUTOGRAD_IMAGE_TAG=$OLD docker compose -f docker-compose.yml -f deploy/swarm/stack.yml \
+  build api proxy
+
+# compose renders the two files into one (applying `!reset`, `!override` and the variables);
+# sed turns that into the stack format (no project name; a published port is a number).
+render() {
+  AUTOGRAD_IMAGE_TAG=$1 AUTOGRAD_SWARM_HTTP_PORT=$PORT docker compose -f docker-compose.yml \
+    -f deploy/swarm/stack.yml config api proxy |
+    sed -E -e '/^name: /d' -e 's/published: "([0-9]+)"/published: \1/'
+}
+render "$OLD" | docker stack deploy --resolve-image never --compose-file - "$STACK"
+
+# Swarm starts the tasks in the background: wait until every replica passes its health check.
+for _ in $(seq 1 90); do
+  ready=$(docker service ls --filter "label=com.docker.stack.namespace=$STACK" --format '{{.Replicas}}')
+  [ "$(echo "$ready" | sort | tr '\n' ' ')" = "1/1 3/3 " ] && break
+  sleep 2
+done
+say "deployed: $(docker service ls --filter "label=com.docker.stack.namespace=$STACK" \
+  --format '{{.Name}} {{.Replicas}}' | tr '\n' ' ')"
+
+# The smoke test waits for the proxy, then checks the API through it and that three replicas answer.
+"$PYTHON" tests/docker/smoke.py "http://127.0.0.1:$PORT" --replicas 3
+
+# A new image: the same build under a new tag with a label of its own, as a release would be.
+printf 'FROM autograd-service:%s\nLABEL org.opencontainers.image.version=%s\n' "$OLD" "$NEW" |
+  docker build --quiet --tag "autograd-service:$NEW" - >/dev/null
+old_tasks=$(docker service ps "${STACK}_api" --filter desired-state=running -q | sort)
+
+"$PYTHON" tests/docker/rolling.py "http://127.0.0.1:$PORT" --clients 16 -- \
+  docker service update --quiet --detach=false --no-resolve-image \
+  --image "autograd-service:$NEW" "${STACK}_api"
+
+# What swarm itself says: the update completed (no rollback), three tasks run the new image,
+# and none of them is one that ran before.
+state=$(docker service inspect "${STACK}_api" --format '{{.UpdateStatus.State}}')
+images=$(docker service ps "${STACK}_api" --filter desired-state=running --format '{{.Image}}')
+new_tasks=$(docker service ps "${STACK}_api" --filter desired-state=running -q | sort)
+say "update state: $state; running: $(echo "$images" | tr '\n' ' ')"
+[ "$state" = completed ] || { say "the update did not complete" >&2; exit 1; }
+[ "$(echo "$images" | grep -c ":$NEW\$")" -eq 3 ] || { say "not every replica runs $NEW" >&2; exit 1; }
+[ -z "$(comm -12 <(echo "$old_tasks") <(echo "$new_tasks"))" ] || {
+  say "a task from before the update still runs" >&2
+  exit 1
+}
+say "passed"
