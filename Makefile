@@ -4,6 +4,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 PORT ?= 8000
 export PORT
+# `make serve` listens on loopback only: gunicorn's sync workers must not face the internet
+# (docs/SECURITY.md). HOST=0.0.0.0 makes it reachable from elsewhere, e.g. from a proxy.
+HOST ?= 127.0.0.1
 
 .PHONY: serve test lint openapi test-docker lock fuzz load bench capacity clean
 
@@ -17,7 +20,9 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	touch $@
 
 serve: $(VENV)/.installed
-	$(BIN)/gunicorn --config gunicorn.conf.py 'service.app:create_app()'
+	@echo "serve: http://$(HOST):$(PORT) - for use on this machine only; to serve others, put a"
+	@echo "serve: buffering proxy in front (docker compose up: nginx), never gunicorn's sync workers"
+	$(BIN)/gunicorn --config gunicorn.conf.py --bind '$(HOST):$(PORT)' 'service.app:create_app()'
 
 # checkov scans deploy/kubernetes (tests/test_kubernetes.py). It lives in a virtual environment of
 # its own: it pins versions of packaging, networkx and others that the service's tests also use.
@@ -63,9 +68,14 @@ fuzz: $(VENV)/.installed
 	$(BIN)/python loadtest/fuzz.py --examples $(FUZZ_EXAMPLES)
 
 # Gunicorn on loopback under 16 clients for LOAD_DURATION seconds (default 35), one worker
-# SIGKILLed halfway; prints the report and fails on unexpected errors or growing memory.
+# SIGKILLed halfway; prints the report and fails on unexpected errors, growing memory, or slow
+# lessons and failed health checks among the costliest requests. Then the fairness test: 2 x workers
+# clients sending only the costliest request for FAIRNESS_DURATION seconds (default 30), while
+# lessons must stay under 2 s at the 99th percentile and every health check must pass.
+FAIRNESS_DURATION ?= 30
 load: $(VENV)/.installed
 	$(BIN)/python loadtest/run.py
+	$(BIN)/python loadtest/fairness.py --duration $(FAIRNESS_DURATION)
 
 # Benchmarks side by side with their anchors (plain micrograd, PyTorch, sympy, an echo endpoint);
 # prints every target's ratio with PASS/MISS. PyTorch is a benchmark-only extra: installed here

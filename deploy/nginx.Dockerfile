@@ -1,4 +1,5 @@
-# nginx for the `scale` profile, built on the service's own base image (no other image is pulled).
+# nginx in front of the API (docker-compose.yml), built on the service's own base image: no other
+# image is pulled.
 FROM python:3.11-slim
 
 # Debian's nginx for this release, unpinned: its updates within a release are security fixes.
@@ -8,6 +9,8 @@ RUN apt-get update \
     && rm -rf /var/lib/apt/lists/*
 
 COPY nginx.conf /etc/nginx/nginx.conf
+# The client limits and the problem+json error pages, includable by any other nginx set-up.
+COPY nginx/ /etc/nginx/autograd/
 
 # www-data, as numbers so a runtime can tell it is not root without reading /etc/passwd.
 USER 33:33

@@ -17,7 +17,15 @@ import sys
 import tempfile
 from pathlib import Path
 
-from run import ROOT, _free_port, _workers, start_server, stop_server, wait_ready
+from run import (
+    ROOT,
+    _free_port,
+    _workers,
+    start_server,
+    stop_server,
+    wait_for_workers,
+    wait_ready,
+)
 
 SCHEMATHESIS = Path(sys.executable).parent / "schemathesis"
 CHECKS = (
@@ -25,6 +33,16 @@ CHECKS = (
     "response_headers_conformance,response_schema_conformance,negative_data_rejection,"
     "unsupported_method,allow_header_conformance"
 )
+
+
+def worker_changes(before: set[int], after: set[int], exit_status: int | None) -> str:
+    """What happened to the server's workers during the run, in one sentence."""
+    if exit_status is not None:
+        return f"gunicorn exited during the run with status {exit_status}"
+    return (
+        f"gunicorn lost workers during the run: {sorted(before - after)} died, "
+        f"{sorted(after - before)} replaced them"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     status = 1
     try:
         wait_ready(server, port)
-        workers = {p.pid for p in _workers(server.pid)}
+        workers = wait_for_workers(server, args.workers)
         command = [
             str(SCHEMATHESIS),
             "run",
@@ -65,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
             status = subprocess.run(command, cwd=scratch, check=False).returncode  # noqa: S603
         survivors = {p.pid for p in _workers(server.pid)}
         if server.poll() is not None or survivors != workers:
-            print(f"gunicorn lost workers during the run: {sorted(workers - survivors)}")
+            print(worker_changes(workers, survivors, server.poll()))
             print(log.read_text(errors="replace")[-3000:])
             status = status or 1
     except RuntimeError as error:

@@ -41,6 +41,9 @@ GUNICORN = Path(sys.executable).parent / "gunicorn"
 KILL_WINDOW = 2.0  # seconds after the kill in which a dropped connection is the killed worker's
 WARMUP = 5.0  # seconds before the memory baseline: imports, first compilations, allocator pools
 MEMORY_GROWTH = 1.5  # the last 10 s may use at most this times the memory of seconds 5-10
+# While the costliest requests run, the small ones must stay quick: a lesson's 99th percentile and
+# every health check (a load balancer's probe gives up after about 2 s) stay under this.
+CHEAP_P99_MS = 2000.0
 CONNECTION_ERRORS = (ConnectionError, http.client.HTTPException, TimeoutError, OSError)
 
 
@@ -58,6 +61,22 @@ class Request:
     status: int
     problem: str | None = None  # last segment of the expected problem `type`
     value: float | None = None  # the expression's value a 200 must carry
+    # Other answers that are right too: a heavy request may be refused for its cost (503).
+    alternatives: tuple[tuple[int, str], ...] = ()
+
+
+# A request too costly to serve now is refused with a 503 of one of these problem types.
+REFUSED_FOR_COST = ((503, "service-busy"), (503, "request-too-expensive"))
+
+
+def worst_expression(max_length: int, max_nodes: int) -> str:
+    """The costliest expression within the limits: a chain of divisions as long as the node limit
+    allows (each `/ a` adds two nodes), padded to the length limit with a constant sum that folds
+    to one leaf. Every derived node's operands span most of the text."""
+    tail = " / a" * (max_nodes // 2 - 10)
+    head = "1) * a"
+    ones = max(0, (max_length - len(tail) - len(head) - 1) // 4)
+    return "(" + "1 + " * ones + head + tail
 
 
 def _json(document: Any) -> bytes:
@@ -67,7 +86,7 @@ def _json(document: Any) -> bytes:
 class Mix:
     """The requests the clients send, with weights; numbers vary so caches keep meeting new keys."""
 
-    def __init__(self, max_body: int, max_nodes: int) -> None:
+    def __init__(self, max_body: int, max_nodes: int, max_length: int = 100_000) -> None:
         # Built once: the large bodies would cost the clients more CPU than the server otherwise.
         # `a+a+...+a` builds one node per `+` (and one for `a`): close to the node limit. Each
         # request adds a different constant, as students' expressions differ: a cache holding
@@ -77,6 +96,8 @@ class Mix:
         padding = max_body - len(_json({"expression": "", "bindings": {}})) + 1
         self.oversize = _json({"expression": " " * padding, "bindings": {}})
         assert len(self.oversize) == max_body + 1
+        # Room for the distinct constant each request appends (`+123456789`).
+        self.worst = worst_expression(max_length - 11, max_nodes)
         self.weights = {
             "lesson": 30,
             "neuron": 20,
@@ -89,10 +110,15 @@ class Mix:
             "malformed-json": 3,
             "oversize": 2,
             "max-nodes": 1,
+            "worst": 1,
+            "worst-graph": 1,
         }
 
     def draw(self, rng: random.Random) -> Request:
         name = rng.choices(list(self.weights), weights=list(self.weights.values()))[0]
+        return self.make(name, rng)
+
+    def make(self, name: str, rng: random.Random) -> Request:
         x, w, b = (round(rng.uniform(-3, 3), 6) for _ in range(3))
         neuron = f"tanh({w} * x + {b})"
         lesson = {"expression": "(a + b) * c", "bindings": {"a": x, "b": w, "c": b}}
@@ -122,8 +148,15 @@ class Mix:
             return Request(name, post, "/v1/gradients", body, 400, "malformed-json")
         if name == "oversize":
             return Request(name, post, "/v1/gradients", self.oversize, 413, "body-too-large")
+        costly = REFUSED_FOR_COST
+        if name == "worst":
+            body = {"expression": f"{self.worst}+{rng.randrange(10**9)}", "bindings": {"a": 1.5}}
+            return Request(name, post, "/v1/gradients", _json(body), 200, alternatives=costly)
+        if name == "worst-graph":
+            body = {"expression": f"{self.worst}+{rng.randrange(10**9)}"}
+            return Request(name, post, "/v1/graph", _json(body), 200, alternatives=costly)
         body = {"expression": f"{self.large}+{rng.randrange(10**9)}", "bindings": {"a": x}}
-        return Request(name, post, "/v1/gradients", _json(body), 200)
+        return Request(name, post, "/v1/gradients", _json(body), 200, alternatives=costly)
 
 
 # -- the server -----------------------------------------------------------------------------
@@ -171,6 +204,19 @@ def wait_ready(server: subprocess.Popen, port: int, timeout: float = 60.0) -> No
             pass
         time.sleep(0.2)
     raise RuntimeError(f"gunicorn did not answer /healthz within {timeout:.0f} s")
+
+
+def wait_for_workers(server: subprocess.Popen, count: int, timeout: float = 30.0) -> set[int]:
+    """The pids of the server's workers once all `count` have forked. The master answers
+    /healthz as soon as its first worker does, while the others may still be forking."""
+    deadline = time.monotonic() + timeout
+    while True:
+        pids = {p.pid for p in _workers(server.pid)}
+        if len(pids) >= count:
+            return pids
+        if server.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"gunicorn has {len(pids)} of {count} workers after {timeout:.0f} s")
+        time.sleep(0.05)
 
 
 def stop_server(server: subprocess.Popen) -> None:
@@ -266,7 +312,9 @@ def client(run: Run, seed: int, mix: Mix) -> None:
                 outcome.problem = json.loads(payload).get("type", "").rsplit("/", 1)[-1]
             except (ValueError, AttributeError):
                 outcome.problem = "(not problem+json)"
-        if response.status != request.status:
+        if (response.status, outcome.problem) in request.alternatives:
+            pass
+        elif response.status != request.status:
             outcome.unexpected = f"status {response.status}, expected {request.status}"
         elif request.problem and outcome.problem != request.problem:
             outcome.unexpected = f"problem {outcome.problem}, expected {request.problem}"
@@ -278,6 +326,26 @@ def client(run: Run, seed: int, mix: Mix) -> None:
         if response.getheader("Connection", "").lower() == "close":
             connection.close()
     connection.close()
+
+
+def warm_up(port: int, mix: Mix, workers: int) -> None:
+    """Before the clock starts, the largest requests one at a time (so none is refused for want of
+    a slot), a few per worker: each worker's allocator grows its pools to their size now, and the
+    memory baseline (seconds 5-10) starts from there. Under load most large requests are refused
+    as too costly, so the first one a worker serves could otherwise come at any time."""
+    rng = random.Random(0)  # noqa: S311 - not a secret
+    for name in ("max-nodes",) * (workers + 1) + ("worst", "worst-graph"):
+        request = mix.make(name, rng)
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        try:
+            connection.request(
+                request.method, request.path, request.body, {"Content-Type": "application/json"}
+            )
+            connection.getresponse().read()
+        except CONNECTION_ERRORS:
+            pass
+        finally:
+            connection.close()
 
 
 def sample_memory(run: Run, master_pid: int) -> None:
@@ -385,7 +453,7 @@ def report(run: Run, clients: int, workers: int) -> bool:
             *(_percentile(latencies, q) for q in (0.5, 0.9, 0.99)), max(latencies, default=0)
         )
     )
-    for name in ("lesson", "max-nodes", "oversize"):
+    for name in ("lesson", "healthz", "max-nodes", "worst", "worst-graph", "oversize"):
         subset = [o.latency * 1000 for o in outcomes if o.name == name and o.status is not None]
         if subset:
             print(
@@ -427,12 +495,25 @@ def report(run: Run, clients: int, workers: int) -> bool:
         print(f"    the run is too short to judge: it must last longer than {WARMUP + 15:.0f} s")
     flat = bool(verdicts) and all(ok for *_, ok in verdicts)
 
+    print(f"\nsmall requests among the costliest (p99 at most {CHEAP_P99_MS:.0f} ms):")
+    cheap_ok = True
+    for name in ("lesson", "healthz"):
+        subset = [o.latency * 1000 for o in outcomes if o.name == name and o.status is not None]
+        p99 = _percentile(subset, 0.99)
+        fine = bool(subset) and p99 <= CHEAP_P99_MS
+        cheap_ok = cheap_ok and fine
+        print(f"  {name:10} n={len(subset)}  p99 {p99:.1f} ms  {'ok' if fine else 'TOO SLOW'}")
+    failed_health = [o for o in outcomes if o.name == "healthz" and o.status != 200]
+    print(f"  failed health checks: {len(failed_health)}")
+    cheap_ok = cheap_ok and not failed_health
+
     print(f"\nunexpected errors: {len(unexpected)}")
     for reason, count in Counter(f"{o.name}: {o.unexpected}" for o in unexpected).most_common(10):
         print(f"  {count:5d}  {reason}")
     ok = (
         bool(outcomes)
         and not unexpected
+        and cheap_ok
         and flat
         and run.kill_at is not None
         and run.replaced_after is not None
@@ -459,8 +540,9 @@ def main(argv: list[str] | None = None) -> int:
     server = start_server(port, args.workers, log)
     try:
         wait_ready(server, port)
-        run = Run(port, args.duration)
         mix = Mix(max_body, max_nodes)
+        warm_up(port, mix, args.workers)
+        run = Run(port, args.duration)
         threads = [
             threading.Thread(target=client, args=(run, args.seed + i, mix))
             for i in range(args.clients)

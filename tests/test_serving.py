@@ -203,3 +203,20 @@ def test_heavy_requests_leave_a_worker_for_lessons(serve) -> None:
         if first[0].status_code == 503
         else True
     )
+
+
+@pytest.mark.parametrize(("host", "bound"), [(None, "127.0.0.1"), ("0.0.0.0", "0.0.0.0")])
+def test_make_serve_binds_loopback_unless_told(host: str | None, bound: str) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("HOST", "MAKEFLAGS")}
+    if host:
+        env["HOST"] = host
+    plan = subprocess.run(
+        ["make", "-n", "serve", "PORT=8311"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert f"--bind '{bound}:8311'" in plan
+    assert "this machine only" in plan

@@ -49,6 +49,15 @@ KINDS: dict[str, tuple[int, str]] = {
     "response-too-large": (422, "Response too large"),
 }
 
+# Answered by the proxy in front of the service (deploy/nginx/errors.conf), never by the app itself;
+# the proxy's 400, 413, 500 and 503 use the app's kinds above.
+PROXY_KINDS: dict[str, tuple[int, str]] = {
+    "request-timeout": (408, "Request timeout"),
+    "too-many-requests": (429, "Too many requests"),
+    "bad-gateway": (502, "Bad gateway"),
+    "gateway-timeout": (504, "Gateway timeout"),
+}
+
 # The kind of each HTTP error Flask, Werkzeug or webargs raise; other statuses are `about:blank`.
 HTTP_KINDS: dict[int, str] = {
     400: "bad-request",

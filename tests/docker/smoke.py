@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 import time
 import urllib.error
@@ -144,6 +145,9 @@ def round_robin_check(replicas: int) -> Callable[[str], None]:
         ]
         expect(None not in answers, "a response carries no X-Upstream header")
         expect(len(set(answers)) == replicas, f"expected {replicas} upstreams, got {answers}")
+        # A replica's name (its host name), not an address such as 172.18.0.3:8000.
+        addresses = [a for a in answers if a and re.fullmatch(r"[0-9.:\[\]a-f]*:[0-9]+", a)]
+        expect(not addresses, f"X-Upstream names addresses, not replicas: {addresses}")
 
     return check
 

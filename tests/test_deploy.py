@@ -1,0 +1,116 @@
+"""The deployment files, read without Docker: compose, nginx's limits and its problem pages."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from service.api.kinds import KINDS, PROXY_KINDS, type_uri
+
+ROOT = Path(__file__).resolve().parent.parent
+COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+SERVICES = COMPOSE["services"]
+NGINX = (ROOT / "deploy" / "nginx.conf").read_text()
+LIMITS = (ROOT / "deploy" / "nginx" / "limits.conf").read_text()
+ERRORS = (ROOT / "deploy" / "nginx" / "errors.conf").read_text()
+
+
+def _directives(text: str) -> dict[str, str]:
+    lines = (line.split("#", 1)[0].strip() for line in text.splitlines())
+    return {d.split()[0]: d.rstrip(";") for d in lines if d.endswith(";")}
+
+
+def test_the_default_stack_serves_through_nginx_and_hides_gunicorn() -> None:
+    default = {name for name, service in SERVICES.items() if not service.get("profiles")}
+    assert default == {"api", "proxy"}
+    assert "ports" not in SERVICES["api"]
+    assert "ports" not in SERVICES["api-replica"]
+    assert SERVICES["proxy"]["ports"] == ["${AUTOGRAD_HTTP_PORT:-8000}:8080"]
+    assert SERVICES["proxy-scale"]["ports"] == ["${AUTOGRAD_SCALE_HTTP_PORT:-8080}:8080"]
+    # gunicorn's networks are internal: nothing outside the compose project reaches it.
+    for name in ("api", "api-replica"):
+        for network in SERVICES[name]["networks"]:
+            assert COMPOSE["networks"][network]["internal"] is True
+
+
+def test_each_image_is_built_once() -> None:
+    builders = {name for name, service in SERVICES.items() if "build" in service}
+    assert builders == {"api", "proxy"}
+    assert SERVICES["api-replica"]["image"] == SERVICES["api"]["image"]
+    assert SERVICES["proxy-scale"]["image"] == SERVICES["proxy"]["image"]
+    for name in ("api-replica", "proxy-scale"):
+        assert SERVICES[name]["pull_policy"] == "never"
+
+
+def test_the_scale_proxy_reaches_only_the_replicas() -> None:
+    # Both proxies ask for `api`: on the scale network that name means the replicas.
+    assert "server api:8000" in NGINX
+    assert SERVICES["api-replica"]["networks"]["scale"]["aliases"] == ["api"]
+    assert "scale" in SERVICES["proxy-scale"]["networks"]
+    assert "backend" not in SERVICES["proxy-scale"]["networks"]
+    assert "scale" not in SERVICES["proxy"]["networks"]
+
+
+def test_one_documented_command_stops_everything() -> None:
+    command = "docker compose --profile scale down"
+    assert command in (ROOT / "docker-compose.yml").read_text()
+    assert command in (ROOT / "README.md").read_text()
+
+
+def test_nginx_includes_the_limits_and_the_problem_pages() -> None:
+    assert "include /etc/nginx/autograd/limits.conf;" in NGINX
+    assert "include /etc/nginx/autograd/errors.conf;" in NGINX
+    assert "COPY nginx/ /etc/nginx/autograd/" in (ROOT / "deploy" / "nginx.Dockerfile").read_text()
+
+
+def test_the_limits_bound_slow_and_greedy_clients() -> None:
+    directives = _directives(LIMITS)
+    for name in ("client_header_timeout", "client_body_timeout", "send_timeout"):
+        seconds = int(re.fullmatch(rf"{name} (\d+)s", directives[name]).group(1))
+        assert 0 < seconds <= 10
+    assert directives["limit_conn"].startswith("limit_conn autograd_connections ")
+    assert directives["limit_req"].startswith("limit_req zone=autograd_requests ")
+    assert "$binary_remote_addr" in directives["limit_conn_zone"]
+    assert "$binary_remote_addr" in directives["limit_req_zone"]
+    assert directives["limit_conn_status"].endswith(" 429")
+    assert directives["limit_req_status"].endswith(" 429")
+    assert directives["proxy_request_buffering"].endswith(" on")
+    assert directives["proxy_buffering"].endswith(" on")
+
+
+def test_nginx_passes_the_apps_own_problems_through() -> None:
+    # Intercepting would replace the app's 413, 500 and 503 problems with nginx's pages.
+    assert "proxy_intercept_errors on" not in NGINX + LIMITS + ERRORS
+
+
+def test_nginx_waits_longer_than_gunicorn() -> None:
+    read_timeout = int(re.search(r"proxy_read_timeout (\d+)s;", NGINX).group(1))
+    assert read_timeout > 30  # gunicorn's worker timeout at the default budget
+
+
+PAGES = re.findall(r"return (\d+) '(\{.*\})';", ERRORS)
+
+
+@pytest.mark.parametrize("status", [400, 408, 413, 429, 500, 502, 503, 504])
+def test_nginx_answers_its_own_errors_with_problems(status: int) -> None:
+    target = re.search(rf"error_page [\d ]*\b{status}\b[\d ]* @(\w+);", ERRORS).group(1)
+    block = re.search(rf"location @{target} \{{(.*?)\n\}}", ERRORS, re.DOTALL).group(1)
+    assert "default_type application/problem+json;" in block
+    code, document = re.search(r"return (\d+) '(\{.*\})';", block).groups()
+    problem = json.loads(document.replace("$request_id", "0" * 32))
+    kind = problem["type"].rsplit("/", 1)[1]
+    assert problem["type"] == type_uri(kind)
+    assert (int(code), problem["title"]) == {**KINDS, **PROXY_KINDS}[kind][:2]
+    assert problem["status"] == int(code)
+    assert problem["detail"]
+    if status in (429, 502, 503, 504):
+        assert re.search(r"add_header Retry-After \d+ always;", block)
+
+
+def test_every_proxy_kind_has_a_page() -> None:
+    kinds = {json.loads(d.replace("$request_id", ""))["type"] for _, d in PAGES}
+    assert {type_uri(kind) for kind in PROXY_KINDS} <= kinds
