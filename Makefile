@@ -44,9 +44,11 @@ lint: $(VENV)/.installed
 openapi: $(VENV)/.installed
 	$(BIN)/python -m service.api.spec openapi.yaml
 
-# Build the image, start it (alone and as three replicas behind nginx), smoke-test, tear down.
+# Build the image, start it (alone and as three replicas behind nginx), smoke-test, tear down;
+# then the swarm stack: a rolling update and a rolled-back one under 16 learners (test-swarm.sh).
 test-docker:
 	PYTHON=$(PYTHON) bash scripts/test-docker.sh
+	PYTHON=$(PYTHON) bash scripts/test-swarm.sh
 
 # requirements.lock: the exact runtime dependencies the image installs, resolved in a fresh venv.
 lock:
