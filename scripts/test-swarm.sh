@@ -13,7 +13,9 @@ PORT=${AUTOGRAD_SWARM_HTTP_PORT:-18880}
 OLD=swarm-test-1
 NEW=swarm-test-2
 BROKEN=swarm-test-broken
+ERRORS_PORT=${AUTOGRAD_SWARM_ERRORS_PORT:-18881}
 export COMPOSE_PROJECT_NAME=$STACK
+scratch=$(mktemp -d)
 say() { echo "test-swarm: $*"; }
 
 started_engine=false
@@ -27,6 +29,7 @@ teardown() {
       docker service logs --tail 40 "${STACK}_api" >&2 || true
       docker service logs --tail 20 "${STACK}_proxy" >&2 || true
     fi
+    docker rm --force "$STACK-errors" >/dev/null 2>&1 || true
     docker stack rm "$STACK" >/dev/null 2>&1 || true
     # `stack rm` returns at once; its containers and networks go in the background.
     for _ in $(seq 1 60); do
@@ -39,6 +42,7 @@ teardown() {
       "autograd-service-nginx:$OLD" >/dev/null 2>&1 || true
   fi
   if "$started_engine"; then bash "$ENGINE" down || true; fi
+  rm -rf "$scratch"
   exit "$status"
 }
 trap teardown EXIT
@@ -88,6 +92,21 @@ say "deployed: $(docker service ls --filter "label=com.docker.stack.namespace=$S
 # this proxy picks a random replica per request; rolling.py checks that all three answer.)
 "$PYTHON" tests/docker/smoke.py "http://127.0.0.1:$PORT"
 
+# The Kubernetes Ingress's error pages (deploy/kubernetes/errors.yaml) in the same nginx image:
+# its configuration is cut out of the ConfigMap, the snippets are the image's own.
+awk '/^  nginx.conf: \|/ { on = 1; next } on && /^[^ ]/ { exit } on { sub(/^    /, ""); print }' \
+  deploy/kubernetes/errors.yaml >"$scratch/errors-nginx.conf"
+docker run --detach --name "$STACK-errors" --read-only --tmpfs /tmp --cap-drop ALL \
+  --volume "$scratch/errors-nginx.conf:/etc/nginx/nginx.conf:ro" \
+  --publish "127.0.0.1:$ERRORS_PORT:8080" "autograd-service-nginx:$OLD" >/dev/null
+for _ in $(seq 1 30); do
+  "$PYTHON" -c "import urllib.request as u; u.urlopen('http://127.0.0.1:$ERRORS_PORT/healthz')" \
+    2>/dev/null && break
+  sleep 0.5
+done
+"$PYTHON" tests/docker/error_pages.py "http://127.0.0.1:$ERRORS_PORT"
+docker rm --force "$STACK-errors" >/dev/null
+
 # A new image: the same build under a new tag with a label of its own, as a release would be.
 printf 'FROM autograd-service:%s\nLABEL org.opencontainers.image.version=%s\n' "$OLD" "$NEW" |
   docker build --quiet --tag "autograd-service:$NEW" - >/dev/null
@@ -103,6 +122,15 @@ state=$(docker service inspect "${STACK}_api" --format '{{.UpdateStatus.State}}'
 images=$(docker service ps "${STACK}_api" --filter desired-state=running --format '{{.Image}}')
 new_tasks=$(docker service ps "${STACK}_api" --filter desired-state=running -q | sort)
 say "update state: $state; running: $(echo "$images" | tr '\n' ' ')"
+# A replica's own /metrics (what a scraper inside the swarm reads) counted the learners' requests,
+# summed over its workers.
+replica=$(docker ps -q --filter "label=com.docker.swarm.service.name=${STACK}_api" | head -n 1)
+docker exec "$replica" python -c "import urllib.request as u; \
+print(u.urlopen('http://127.0.0.1:8000/metrics', timeout=5).read().decode())" >"$scratch/metrics"
+served=$(sed -n 's/^autograd_requests_total{endpoint="\/v1\/gradients",method="POST",status="200"} //p' \
+  "$scratch/metrics")
+say "one replica's /metrics: ${served:-no} lesson requests answered"
+[ -n "$served" ] && awk "BEGIN { exit !($served > 0) }" || { say "no metrics" >&2; exit 1; }
 [ "$state" = completed ] || { say "the update did not complete" >&2; exit 1; }
 [ "$(echo "$images" | grep -c ":$NEW\$")" -eq 3 ] || { say "not every replica runs $NEW" >&2; exit 1; }
 [ -z "$(comm -12 <(echo "$old_tasks") <(echo "$new_tasks"))" ] || {
