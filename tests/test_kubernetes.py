@@ -213,3 +213,27 @@ def test_checkov_finds_nothing_unjustified() -> None:
     # Every skip says why, in the manifest next to what it excuses.
     for skipped in report["results"]["skipped_checks"]:
         assert len(skipped["check_result"].get("suppress_comment", "")) > 20, skipped["check_id"]
+
+
+# -- sized from measurements --------------------------------------------------------------------
+
+
+def _mebibytes(quantity: str) -> float:
+    units = {"Ki": 1 / 1024, "Mi": 1, "Gi": 1024}
+    return float(quantity[:-2]) * units[quantity[-2:]]
+
+
+def test_the_resources_cover_what_deploy_md_measured() -> None:
+    """docs/DEPLOY.md states the pod's memory as `make capacity` measured it; the pod fits it."""
+    doc = (ROOT / "docs" / "DEPLOY.md").read_text()
+    assert "make capacity" in doc
+    assert "capacity" in (ROOT / "Makefile").read_text()
+    steady = re.search(r"\*\*pod steady state\*\*.*\| \*\*([\d.]+)\*\* \|", doc)
+    worst = re.search(r"\*\*pod worst case\*\*.*\| \*\*([\d.]+)\*\* \|", doc)
+    assert steady is not None and worst is not None
+    (container,) = _pod("autograd-api")["containers"]
+    resources = container["resources"]
+    assert _mebibytes(resources["requests"]["memory"]) >= float(steady.group(1))
+    assert _mebibytes(resources["limits"]["memory"]) >= float(worst.group(1))
+    workers = resource("ConfigMap", "autograd-settings")["data"]["AUTOGRAD_WORKERS"]
+    assert f"AUTOGRAD_WORKERS={workers}" in doc
