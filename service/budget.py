@@ -20,6 +20,8 @@ from contextlib import contextmanager
 
 from service.errors import BudgetExceeded
 
+_REPEAT_S = 0.5  # an overrun budget's alarm repeats this often until its block has ended
+
 # The budgets in force, outermost first: (deadline on the monotonic clock, kind, seconds).
 _active: list[tuple[float, str, float]] = []
 
@@ -39,6 +41,9 @@ def time_budget(seconds: float, kind: str = "request_too_expensive") -> Iterator
     now = time.monotonic()
     deadline = now + seconds
     previous = signal.getsignal(signal.SIGALRM) if not _active else None
+    # A timer someone else set (a test runner's timeout, say) is put back when the outermost
+    # budget ends, with the time it had left; until then it waits.
+    foreign = signal.getitimer(signal.ITIMER_REAL) if not _active else (0.0, 0.0)
     if previous is not None:
         signal.signal(signal.SIGALRM, _on_alarm)
     _active.append((deadline, kind, seconds))
@@ -52,6 +57,9 @@ def time_budget(seconds: float, kind: str = "request_too_expensive") -> Iterator
         else:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous or signal.SIG_DFL)
+            if foreign[0] > 0:
+                left = foreign[0] - (time.monotonic() - now)
+                signal.setitimer(signal.ITIMER_REAL, max(left, 1e-6), foreign[1])
 
 
 def _arm(now: float) -> None:
@@ -69,6 +77,8 @@ def _on_alarm(signum: int, frame: object) -> None:
         return
     # The innermost budget whose time is up is the one that was overrun.
     _, kind, seconds = expired[-1]
-    # No further alarm until the handler's exception has unwound to the `finally` above.
-    signal.setitimer(signal.ITIMER_REAL, 0)
+    # The exception can be lost: raised inside a `__del__` or a garbage-collector callback it is
+    # only printed, and a broad `except` in library code may swallow it. So the alarm repeats
+    # until the exception has unwound to the `finally` above, which stops or re-arms the timer.
+    signal.setitimer(signal.ITIMER_REAL, _REPEAT_S)
     raise BudgetExceeded(kind, seconds)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import fcntl
 import io
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,10 +17,14 @@ from service.api import costs
 from service.api.config import DEFAULTS, SETTINGS
 from service.api.kinds import KINDS
 from service.app import create_app
+from service.budget import time_budget
+from service.errors import BudgetExceeded
 
 LESSON = {"expression": "(a + b) * c", "bindings": {"a": 2, "b": -3, "c": 10}}
 # Many divisions: the operator view of this shape is the most work per character of expression.
-HEAVY = {"expression": "(1 + 1 + 1) * a" + " / a" * 5000, "bindings": {"a": 1.5}}
+COSTLY = {"expression": "(1 + 1 + 1) * a" + " / a" * 5000, "bindings": {"a": 1.5}}
+# Heavy by its size (20 KB), whatever the work: spaces cost the parser next to nothing.
+HEAVY = {"expression": "a" + " " * 20_000, "bindings": {"a": 1}}
 
 
 def _problem(response, status: int, kind: str) -> dict:
@@ -66,7 +72,7 @@ def test_work_past_the_budget_is_a_503_and_the_app_goes_on(path: str) -> None:
     app = create_app({"TESTING": True, "REQUEST_BUDGET": 0.05})
     client = app.test_client()
     response = client.post(
-        path, json=HEAVY if path.endswith("gradients") else {"expression": HEAVY["expression"]}
+        path, json=COSTLY if path.endswith("gradients") else {"expression": COSTLY["expression"]}
     )
     body = _problem(response, 503, "request-too-expensive")
     assert "0.05 s" in body["detail"]
@@ -160,9 +166,62 @@ def test_a_response_over_the_cap_is_refused() -> None:
     assert client.get("/healthz").status_code == 200  # small responses are untouched
 
 
+@pytest.mark.slow
 def test_the_default_response_cap_holds_the_largest_response() -> None:
-    # The worst shapes at the default limits come well under the default cap (docs/SECURITY.md).
+    # The largest response at the default limits (docs/SECURITY.md): a product at the node limit,
+    # every value and gradient a 17-digit float. The default cap never refuses it.
     client = create_app({"TESTING": True, "REQUEST_BUDGET": 0}).test_client()
-    response = client.post("/v1/gradients", json=HEAVY)
+    product = {"expression": "*".join(["a"] * 19_990), "bindings": {"a": 0.9999999999999999}}
+    response = client.post("/v1/gradients", json=product)
     assert response.status_code == 200
-    assert len(response.data) < DEFAULTS["MAX_RESPONSE_BYTES"]
+    assert 10_000_000 < len(response.data) < DEFAULTS["MAX_RESPONSE_BYTES"]
+
+
+class _SlowFinalizer:
+    """Its `__del__` outlives a short budget, so the budget's exception is raised inside it,
+    where Python only prints it: the one place an exception is always lost."""
+
+    def __del__(self) -> None:
+        end = time.monotonic() + 0.3
+        while time.monotonic() < end:
+            pass
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_lost_budget_exception_is_raised_again() -> None:
+    started = time.monotonic()
+    with pytest.raises(BudgetExceeded), time_budget(0.1):
+        _SlowFinalizer()  # dropped at once; the alarm fires in its `__del__`
+        while time.monotonic() - started < 5:
+            pass
+    assert time.monotonic() - started < 2
+
+
+def test_a_swallowed_budget_exception_is_raised_again() -> None:
+    started = time.monotonic()
+    with pytest.raises(BudgetExceeded), time_budget(0.1):
+        try:
+            while time.monotonic() - started < 0.4:
+                pass
+        except BudgetExceeded:
+            pass  # as a broad `except` in library code would
+        while time.monotonic() - started < 5:
+            pass
+    assert time.monotonic() - started < 2
+
+
+def test_a_timer_set_before_the_budget_is_put_back() -> None:
+    fired: list[float] = []
+    previous = signal.signal(signal.SIGALRM, lambda *_: fired.append(time.monotonic()))
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.5)
+        started = time.monotonic()
+        with time_budget(2):
+            time.sleep(0.1)
+        assert signal.getitimer(signal.ITIMER_REAL)[0] > 0.2  # about 0.4 s left
+        time.sleep(1)
+        assert len(fired) == 1
+        assert 0.4 < fired[0] - started < 0.9
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from service.api.costs import RequestCosts
+from service.api.costs import HeavySlots, RequestCosts
 from service.limits import DEFAULT_LIMITS, Limits
 
 ENVIRONMENT_PREFIX = "AUTOGRAD"
@@ -55,7 +55,12 @@ def cache_nodes(config: Mapping[str, Any]) -> int:
 
 
 def request_costs(config: Mapping[str, Any]) -> RequestCosts:
-    return RequestCosts.from_config(config, _positive)
+    return RequestCosts(
+        budget_s=_positive(config, "REQUEST_BUDGET", float, minimum=0),
+        heavy_bytes=_positive(config, "HEAVY_REQUEST_BYTES", int),
+        max_response_bytes=_positive(config, "MAX_RESPONSE_BYTES", int),
+        slots=HeavySlots(_positive(config, "HEAVY_REQUEST_SLOTS", int, minimum=0)),
+    )
 
 
 def cors_origins(config: Mapping[str, Any]) -> str | list[str]:

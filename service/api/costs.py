@@ -24,7 +24,7 @@ from __future__ import annotations
 import fcntl
 import math
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -115,19 +115,10 @@ class HeavySlots:
 class RequestCosts:
     """The bounds on one request, read from the configuration once."""
 
-    budget_s: float  # REQUEST_BUDGET
+    budget_s: float  # REQUEST_BUDGET; 0: no budget
     heavy_bytes: int  # HEAVY_REQUEST_BYTES
     max_response_bytes: int  # MAX_RESPONSE_BYTES
     slots: HeavySlots
-
-    @classmethod
-    def from_config(cls, config: Mapping[str, Any], positive: Callable[..., Any]) -> RequestCosts:
-        return cls(
-            budget_s=positive(config, "REQUEST_BUDGET", float, minimum=0),  # 0: no budget
-            heavy_bytes=positive(config, "HEAVY_REQUEST_BYTES", int),
-            max_response_bytes=positive(config, "MAX_RESPONSE_BYTES", int),
-            slots=HeavySlots(positive(config, "HEAVY_REQUEST_SLOTS", int, minimum=0)),
-        )
 
     @contextmanager
     def heavy_slot(self) -> Iterator[None]:
