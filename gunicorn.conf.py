@@ -166,17 +166,18 @@ def _write_problem(sock: Any, status_int: int, reason: str, mesg: str) -> None:
 util.write_error = _write_problem
 
 
-# Metrics (GET /metrics): every worker writes its samples to files in this directory, and a scrape
-# adds up all of them. It must be set before the app, and so prometheus_client, is imported, and
-# must start empty; the default is a fresh directory in memory (or in the writable /tmp). Nothing
-# imported above loads prometheus_client: the app (service.api.metrics) does, when preloaded.
+# Metrics (GET /metrics): every worker writes its samples to files in PROMETHEUS_MULTIPROC_DIR and
+# a scrape adds up all of them. It must be set before the app, and so prometheus_client, is
+# imported (nothing imported above loads it; service.api.metrics does, when the app is preloaded),
+# and must start empty. Each server makes its own, in memory, named after its master's pid: an
+# inherited value is replaced, so two servers never share (or delete) each other's samples.
 def _metrics_directory() -> str:
-    directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
-    if directory:
-        shutil.rmtree(directory, ignore_errors=True)  # samples of an earlier run would be added
-        os.makedirs(directory, exist_ok=True)
-        return directory
-    return tempfile.mkdtemp(prefix="autograd-metrics-", dir=worker_tmp_dir)
+    directory = os.path.join(
+        worker_tmp_dir or tempfile.gettempdir(), f"autograd-metrics-{os.getpid()}"
+    )
+    shutil.rmtree(directory, ignore_errors=True)  # a dead server's, whose pid this one reuses
+    os.makedirs(directory)
+    return directory
 
 
 os.environ["PROMETHEUS_MULTIPROC_DIR"] = _metrics_directory()

@@ -100,11 +100,16 @@ def metrics() -> Response:
     return Response(generate_latest(_registry()), mimetype=CONTENT_TYPE_LATEST)
 
 
+# prometheus_client chose how to keep values when it was imported, just above: read them back the
+# same way, whatever the environment says later.
+_MULTIPROCESS_DIRECTORY = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+
+
 def _registry() -> CollectorRegistry:
-    if "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
+    if _MULTIPROCESS_DIRECTORY is None:
         return REGISTRY
     registry = CollectorRegistry()
-    multiprocess.MultiProcessCollector(registry)
+    multiprocess.MultiProcessCollector(registry, path=_MULTIPROCESS_DIRECTORY)
     return registry
 
 
