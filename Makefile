@@ -20,8 +20,8 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	touch $@
 
 serve: $(VENV)/.installed
-	@echo "serve: http://$(HOST):$(PORT) - for use on this machine only; to serve others, put a"
-	@echo "serve: buffering proxy in front (docker compose up: nginx), never gunicorn's sync workers"
+	@echo "serve: http://$(HOST):$(PORT) is for one machine: gunicorn's sync workers must never"
+	@echo "serve: face a network directly; serve others through nginx (docker compose up)"
 	$(BIN)/gunicorn --config gunicorn.conf.py --bind '$(HOST):$(PORT)' 'service.app:create_app()'
 
 # checkov scans deploy/kubernetes (tests/test_kubernetes.py). It lives in a virtual environment of

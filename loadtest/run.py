@@ -168,12 +168,20 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_server(port: int, workers: int, log: Path) -> subprocess.Popen:
-    env = {**os.environ, "PORT": str(port), "AUTOGRAD_WORKERS": str(workers)}
+def start_server(
+    port: int,
+    workers: int,
+    log: Path,
+    extra: tuple[str, ...] = (),
+    environment: dict[str, str] | None = None,
+) -> subprocess.Popen:
+    """gunicorn as deployed, on 127.0.0.1:`port`; its error log to `log`. `extra` gunicorn flags
+    and `environment` variables change one setting or another for a test."""
+    env = {**os.environ, **(environment or {}), "PORT": str(port), "AUTOGRAD_WORKERS": str(workers)}
     command = [
         str(GUNICORN),
         "--config",
-        "gunicorn.conf.py",
+        str(ROOT / "gunicorn.conf.py"),
         "--bind",
         f"127.0.0.1:{port}",  # loopback only, whatever the config file binds
         "--workers",
@@ -182,6 +190,7 @@ def start_server(port: int, workers: int, log: Path) -> subprocess.Popen:
         "0",  # no recycling: see the module docstring
         "--access-logfile",
         os.devnull,
+        *extra,
         "service.app:create_app()",
     ]
     with log.open("wb") as errors:

@@ -673,8 +673,10 @@ sys.addaudithook(CANARY.hook)  # a hook cannot be removed; unarmed, it returns a
 @pytest.fixture(scope="module")
 def app() -> Flask:
     # The default limits, whatever AUTOGRAD_* variables are set; and not in testing mode, so an
-    # exception becomes the 500 a client would get rather than an error in the test.
-    app = create_app(DEFAULTS)
+    # exception becomes the 500 a client would get rather than an error in the test. The request
+    # budget is the time this suite allows an accepted request, so a busy machine fails the same
+    # check either way (tests/test_costs.py checks the budget itself).
+    app = create_app({**DEFAULTS, "REQUEST_BUDGET": ACCEPTED_SECONDS})
     client = app.test_client()
     # Every path once before the canary watches: lazy imports on first use are not the input's.
     assert client.post("/v1/gradients", json=LESSON).status_code == 200
@@ -827,7 +829,9 @@ def test_large_expressions_do_not_pile_up_in_memory() -> None:
     entries would keep hundreds of them in every worker.
     """
     # The cache may keep one expression of this size at a time; the bound is a setting.
-    client = create_app({**DEFAULTS, "CACHE_NODES": NODES}).test_client()
+    client = create_app(
+        {**DEFAULTS, "CACHE_NODES": NODES, "REQUEST_BUDGET": ACCEPTED_SECONDS}
+    ).test_client()
     process = psutil.Process()
 
     def send_large(i: int) -> None:
