@@ -15,7 +15,7 @@ from pathlib import Path
 
 from bench import common
 
-PARTS = ("engine", "parse", "linear", "request", "memory")
+PARTS = ("engine", "parse", "linear", "request", "memory", "capacity")
 
 
 def _context() -> str:
@@ -91,6 +91,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from bench import request
 
             request.run(report, args.quick, args.client)
+        elif part == "capacity":
+            from bench import capacity
+
+            capacity.run(report, args.quick, args.client)
         else:
             from bench import memory
 

@@ -9,7 +9,17 @@ from typing import Any
 from flask import Flask, Response, request
 from flask_cors import CORS
 
-from service.api import EXTENSION, costs, docs, gradients, graph, health, logs, operations
+from service.api import (
+    EXTENSION,
+    costs,
+    docs,
+    gradients,
+    graph,
+    health,
+    logs,
+    metrics,
+    operations,
+)
 from service.api.config import (
     DEFAULTS,
     ENVIRONMENT_PREFIX,
@@ -25,7 +35,7 @@ from service.api.problems import ProblemApi
 from service.api.request import REQUEST_ID_HEADER, ApiRequest, StrictJSONProvider
 from service.evaluator import Evaluator
 
-RESOURCES = (gradients.blp, graph.blp, operations.blp, health.blp)
+RESOURCES = (gradients.blp, graph.blp, operations.blp, health.blp, metrics.blp)
 ALLOW_METHODS = "Access-Control-Allow-Methods"
 PREFLIGHT_MAX_AGE = 3600  # seconds a browser may reuse a CORS preflight: one per slider session
 
@@ -70,6 +80,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         max_age=PREFLIGHT_MAX_AGE,
     )
     app.after_request(_tag_with_request_id)
+    metrics.instrument(app)
     return app
 
 

@@ -22,6 +22,7 @@ def test_the_spec_is_served_as_json_and_yaml(client: FlaskClient) -> None:
         "/v1/graph",
         "/v1/operations",
         "/healthz",
+        "/metrics",
     }
     assert as_yaml.data.startswith(b"openapi: 3.1.0\n")
 
