@@ -8,11 +8,14 @@ cd "$(dirname "$0")/.."
 
 ENGINE=../shared/tools/container-engine
 PYTHON=${PYTHON:-python3}
-STACK=autograd-swarm # its own names: teardown removes only what this run made
+# Its own names (SWARM_STACK, SWARM_TAG let it run beside another run): teardown removes only
+# what this run made.
+STACK=${SWARM_STACK:-autograd-swarm}
 PORT=${AUTOGRAD_SWARM_HTTP_PORT:-18880}
-OLD=swarm-test-1
-NEW=swarm-test-2
-BROKEN=swarm-test-broken
+TAG=${SWARM_TAG:-swarm-test}
+OLD=$TAG-1
+NEW=$TAG-2
+BROKEN=$TAG-broken
 ERRORS_PORT=${AUTOGRAD_SWARM_ERRORS_PORT:-18881}
 export COMPOSE_PROJECT_NAME=$STACK
 scratch=$(mktemp -d)
