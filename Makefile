@@ -8,7 +8,7 @@ export PORT
 # (docs/SECURITY.md). HOST=0.0.0.0 makes it reachable from elsewhere, e.g. from a proxy.
 HOST ?= 127.0.0.1
 
-.PHONY: serve test check typecheck lint openapi test-docker lock fuzz load bench clean translations graphviz pictures test-browser
+.PHONY: serve test check typecheck lint openapi test-docker lock fuzz load bench capacity clean translations graphviz pictures test-browser
 
 # The virtual environment is rebuilt whenever the project's declared dependencies change.
 $(BIN)/python:
@@ -35,11 +35,19 @@ graphviz:
 	  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends graphviz \
 	  >/dev/null; } || echo "graphviz: dot is missing; the SVG drawing tests will be skipped" >&2
 
+# checkov scans deploy/kubernetes (tests/test_kubernetes.py). It lives in a virtual environment of
+# its own: it pins versions of packaging, networkx and others that the service's tests also use.
+CHECKOV_VERSION := 3.3.30
+CHECKOV := $(VENV)/checkov/bin/checkov
+$(CHECKOV): | $(BIN)/python
+	$(PYTHON) -m venv $(VENV)/checkov
+	$(VENV)/checkov/bin/pip install --quiet 'checkov==$(CHECKOV_VERSION)'
+
 # Everything, as CI runs it: lint, formatting and the whole suite, slow tests included.
-test: $(VENV)/.installed graphviz
+test: $(VENV)/.installed graphviz $(CHECKOV)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/python -m pytest
+	CHECKOV=$(CHECKOV) $(BIN)/python -m pytest
 
 # The fast loop while editing: lint and every test not marked `slow` (no server processes, no
 # fuzzing, no sweep of hostile inputs).
@@ -78,9 +86,11 @@ translations: $(VENV)/.installed
 	done
 	$(BIN)/pybabel compile --statistics -d $(TRANSLATIONS)
 
-# Build the image, start it (alone and as three replicas behind nginx), smoke-test, tear down.
+# Build the image, start it (alone and as three replicas behind nginx), smoke-test, tear down;
+# then the swarm stack: a rolling update and a rolled-back one under 16 learners (test-swarm.sh).
 test-docker:
 	PYTHON=$(PYTHON) bash scripts/test-docker.sh
+	PYTHON=$(PYTHON) bash scripts/test-swarm.sh
 
 # requirements.lock: the exact runtime dependencies the image installs, resolved in a fresh venv.
 lock:
@@ -123,6 +133,12 @@ bench: $(VENV)/.installed
 # The pictures in the README: a plot, a surface and the lesson's graph, drawn by the service.
 pictures: $(VENV)/.installed graphviz
 	$(BIN)/python scripts/pictures.py docs/pictures
+
+# The figures docs/DEPLOY.md sizes pods and replicas from: lesson requests per core, memory per
+# worker, replicas for N learners (bench/capacity.py).
+capacity: $(VENV)/.installed
+	$(BIN)/pip install --quiet -e '.[test,bench]'
+	$(BIN)/python -m bench capacity $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis *.egg-info

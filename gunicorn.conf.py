@@ -97,6 +97,7 @@ def on_starting(server: Any) -> None:
 
 def on_exit(server: Any) -> None:
     shutil.rmtree(getattr(server, "autograd_slots", ""), ignore_errors=True)
+    shutil.rmtree(os.environ["PROMETHEUS_MULTIPROC_DIR"], ignore_errors=True)
 
 
 def when_ready(server: Any) -> None:
@@ -168,6 +169,30 @@ def _write_problem(sock: Any, status_int: int, reason: str, mesg: str) -> None:
 
 
 util.write_error = _write_problem
+
+
+# Metrics (GET /metrics): every worker writes its samples to files in PROMETHEUS_MULTIPROC_DIR and
+# a scrape adds up all of them. It must be set before the app, and so prometheus_client, is
+# imported (nothing imported above loads it; service.api.metrics does, when the app is preloaded),
+# and must start empty. Each server makes its own, in memory, named after its master's pid: an
+# inherited value is replaced, so two servers never share (or delete) each other's samples.
+def _metrics_directory() -> str:
+    directory = os.path.join(
+        worker_tmp_dir or tempfile.gettempdir(), f"autograd-metrics-{os.getpid()}"
+    )
+    shutil.rmtree(directory, ignore_errors=True)  # a dead server's, whose pid this one reuses
+    os.makedirs(directory)
+    return directory
+
+
+os.environ["PROMETHEUS_MULTIPROC_DIR"] = _metrics_directory()
+
+
+def child_exit(server: Any, worker: Any) -> None:
+    # A dead worker's gauges (cache size) stop counting; its counters stay in the totals.
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(worker.pid)
 
 
 accesslog = "-"  # stdout, one JSON object per line

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from bench import common
 
-PARTS = ("engine", "parse", "linear", "request", "path", "memory", "sweep")
+PARTS = ("engine", "parse", "linear", "request", "path", "memory", "sweep", "capacity")
 
 
 def _context() -> str:
@@ -99,6 +99,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from bench import sweep
 
             sweep.run(report, args.quick)
+        elif part == "capacity":
+            from bench import capacity
+
+            capacity.run(report, args.quick, args.client)
         else:
             from bench import memory
 

@@ -19,6 +19,7 @@ from service.api import (
     health,
     language,
     logs,
+    metrics,
     operations,
     pictures,
     playground,
@@ -50,6 +51,7 @@ RESOURCES = (
     exercises_api.blp,
     operations.blp,
     health.blp,
+    metrics.blp,
 )
 ALLOW_METHODS = "Access-Control-Allow-Methods"
 PREFLIGHT_MAX_AGE = 3600  # seconds a browser may reuse a CORS preflight: one per slider session
@@ -99,6 +101,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     )
     app.after_request(_tag_with_request_id)
     app.after_request(language.announce)
+    metrics.instrument(app)
     return app
 
 

@@ -26,6 +26,7 @@ def test_the_spec_is_served_as_json_and_yaml(client: FlaskClient) -> None:
         "/healthz",
         "/v1/check",
         "/v1/exercises",
+        "/metrics",
     }
     assert as_yaml.data.startswith(b"openapi: 3.1.0\n")
 

@@ -606,6 +606,8 @@ PROTOCOL = [
     ),
     pytest.param(raw(LESSON_BODY, "method-not-allowed", 405, path="/v1/operations"),
                  id="post-operations"),
+    pytest.param(raw(LESSON_BODY, "method-not-allowed", 405, path="/metrics"),
+                 id="post-metrics"),
     *(
         pytest.param(raw(LESSON_BODY, "not-found", 404, path=path), id=f"path-{name}")
         for name, path in {

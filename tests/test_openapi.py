@@ -22,6 +22,7 @@ from service.limits import DEFAULT_LIMITS
 SPEC_FILE = Path(__file__).resolve().parent.parent / "openapi.yaml"
 SPEC: dict[str, Any] = yaml.safe_load(SPEC_FILE.read_text())
 WITH_BODY = ("/v1/gradients", "/v1/graph")
+PLAIN_TEXT = ("/metrics",)  # answered in Prometheus' text format, for scrapers
 
 
 def resolved(node: Any) -> Any:
@@ -85,7 +86,8 @@ def test_every_operation_is_documented_with_the_lesson(path: str, method: str, o
     assert len(op["description"]) > 80
     success = resolved(op["responses"]["200"])
     assert "X-Request-ID" in success["headers"]
-    assert first_example(success["content"]["application/json"])
+    media_type = "text/plain" if path in PLAIN_TEXT else "application/json"
+    assert first_example(success["content"][media_type])
     assert resolved(op["responses"]["default"])["content"].keys() == {"application/problem+json"}
     if path in WITH_BODY:
         example = first_example(op["requestBody"]["content"]["application/json"])

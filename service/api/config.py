@@ -15,13 +15,16 @@ from service.limits import MEANING, Limits
 ENVIRONMENT_PREFIX = "AUTOGRAD"
 
 # Variables with the prefix that are not settings of the app: gunicorn.conf.py reads the first;
-# docker-compose.yml the others (the replicas' workers, the published ports, the images' tag).
+# docker-compose.yml and deploy/swarm/stack.yml the others (the replicas' workers, the published
+# ports, the images' tag).
 SERVER_VARIABLES = (
     "AUTOGRAD_WORKERS",
     "AUTOGRAD_REPLICA_WORKERS",
     "AUTOGRAD_HTTP_PORT",
     "AUTOGRAD_SCALE_HTTP_PORT",
     "AUTOGRAD_IMAGE_TAG",
+    "AUTOGRAD_SWARM_HTTP_PORT",
+    "AUTOGRAD_SWARM_ERRORS_PORT",
 )
 
 
