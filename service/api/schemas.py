@@ -171,26 +171,25 @@ class FiniteNumber(fields.Float):
     def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> float:
         if isinstance(value, bool) or not isinstance(value, int | float):
             shown = getattr(value, "text", None) or type(value).__name__  # NaN, 1e400: their text
-            raise ValidationError(f"must be a finite number, not {shown}")
+            raise ValidationError(_("must be a finite number, not {shown}", shown=shown))
         try:
             number = float(value)
         except OverflowError:
             number = math.inf
         if not math.isfinite(number):
-            raise ValidationError("must be a finite number")
+            raise ValidationError(_("must be a finite number"))
         return number
 
 
 class WholeNumber(fields.Integer):
-    """A JSON integer, written as one (`5`) or as a float with no fraction (`5.0`), as JSON Schema
-    reads `integer`; never a string or a boolean."""
+    """A JSON number with no fractional part, as JSON Schema's `integer` is: 7 or 7.0, never
+    "7", true or 7.5 (marshmallow's Integer would refuse 7.0, or else take "7" and cut 7.5)."""
 
     def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> int:
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ValidationError("must be a whole number")
-        return value
+        whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+        if isinstance(value, bool) or not whole:
+            raise self.make_error("invalid", input=value)
+        return int(value)
 
 
 class AxisSchema(Schema):
@@ -570,19 +569,6 @@ class SweepSchema(Schema):
 # -- POST /v1/derivatives -----------------------------------------------------------------------
 
 
-class FiniteNumber(fields.Float):
-    """A JSON number that is a finite float: not a string of digits, a boolean, NaN or 1e400."""
-
-    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> float:
-        try:
-            number = float(value) if isinstance(value, int | float) else math.nan
-        except OverflowError:  # an integer beyond the range of a float
-            number = math.inf
-        if isinstance(value, bool) or not math.isfinite(number):
-            raise ValidationError(_("must be a finite number"))
-        return number
-
-
 class DerivativesRequestSchema(Schema):
     expression = _expression()
     bindings = Bindings(
@@ -745,17 +731,6 @@ class StrictBoolean(fields.Boolean):
         if not isinstance(value, bool):
             raise self.make_error("invalid", input=value)
         return value
-
-
-class WholeNumber(fields.Integer):
-    """A JSON number with no fractional part, as JSON Schema's `integer` is: 7 or 7.0, never
-    "7", true or 7.5 (marshmallow's Integer would refuse 7.0, or else take "7" and cut 7.5)."""
-
-    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> int:
-        whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
-        if isinstance(value, bool) or not whole:
-            raise self.make_error("invalid", input=value)
-        return int(value)
 
 
 def _strict_boolean(description: str) -> fields.Boolean:
