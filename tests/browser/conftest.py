@@ -9,9 +9,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -20,7 +17,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-import requests
+
+from service.devserver import Gunicorn
 
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = Path(os.environ.get("PLAYGROUND_SCREENSHOTS") or ROOT / "docs" / "screenshots")
@@ -29,56 +27,11 @@ if not os.environ.get("PLAYGROUND_BROWSER_TESTS"):
     collect_ignore_glob = ["test_*.py"]
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture(scope="session")
 def base_url() -> Iterator[str]:
     """A live gunicorn serving the app on loopback, as in production."""
-    port = int(os.environ.get("PLAYGROUND_PORT") or _free_port())
-    env = {**os.environ, "PORT": str(port), "AUTOGRAD_WORKERS": "2"}
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gunicorn",
-            "-c",
-            str(ROOT / "gunicorn.conf.py"),
-            "--bind",
-            f"127.0.0.1:{port}",
-            "service.app:create_app()",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90  # the app imports sympy; a busy machine is slow
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"gunicorn exited: {process.communicate()[1][-2000:]}")
-            try:
-                if requests.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    break
-            except requests.ConnectionError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail("gunicorn did not answer within 90 s")
-            time.sleep(0.2)
-        yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    with Gunicorn(env={"AUTOGRAD_WORKERS": "2"}, keep_access_log=False) as server:
+        yield server.url
 
 
 def chromium_path() -> str:

@@ -267,8 +267,8 @@ def test_derivatives_panel_shows_the_three_ways_side_by_side(visit: Visit) -> No
 
 def test_predict_first_marks_the_learners_gradients_in_their_language(visit: Visit) -> None:
     visit.open(f"{LESSON}&lang=ru")
+    visit.until("document.querySelectorAll('#predict-fields input').length === 3")
     fields = visit.page.locator("#predict-fields input")
-    assert fields.count() == 3
     fields.nth(0).fill("10")
     fields.nth(1).fill("-10")
     visit.page.locator("#predict-form button[type=submit]").click()
