@@ -73,7 +73,7 @@ class SymbolicTooExpensive(BudgetExceeded):
             "symbolic differentiation of this expression took longer than the {seconds} s it "
             "may take: its derivative formulas grow too large; reverse mode (POST /v1/gradients) "
             "has no such limit",
-            seconds=f"{seconds:g}",
+            seconds=format(seconds, "g"),
         )
         AutogradError.__init__(self, SYMBOLIC_TOO_EXPENSIVE, message)
         self.seconds = seconds

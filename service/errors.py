@@ -118,7 +118,7 @@ class BudgetExceeded(AutogradError):
 
     def __init__(self, kind: str, seconds: float) -> None:
         message = _(
-            "the work took longer than its time budget of {seconds} s", seconds=f"{seconds:g}"
+            "the work took longer than its time budget of {seconds} s", seconds=format(seconds, "g")
         )
         super().__init__(kind, message)
         self.seconds = seconds

@@ -212,7 +212,7 @@ _UNSUPPORTED: dict[str, Message] = {
     "<": _("comparisons are not part of the expression language"),
     ">": _("comparisons are not part of the expression language"),
     "!": _("comparisons are not part of the expression language"),
-    "%": _("the remainder operator % is not supported"),
+    "%": _("the remainder operator {operator} is not supported", operator="%"),
     "@": _("matrix multiplication @ is not supported: every value is a scalar"),
     "&": _("bitwise operators are not supported"),
     "|": _("bitwise operators are not supported"),
@@ -686,17 +686,17 @@ class _Program:
                 "the number {number} is larger in magnitude than the largest constant allowed "
                 "({bound})",
                 number=number,
-                bound=f"{bound:g}",
+                bound=format(bound, "g"),
             )
         elif what == "power":
             message = _(
                 "this power is larger in magnitude than the largest constant allowed ({bound})",
-                bound=f"{bound:g}",
+                bound=format(bound, "g"),
             )
         else:
             message = _(
                 "this constant is larger in magnitude than the largest constant allowed ({bound})",
-                bound=f"{bound:g}",
+                bound=format(bound, "g"),
             )
         raise LimitExceeded("constant_too_large", message, span, "max_constant_magnitude", bound)
 

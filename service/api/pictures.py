@@ -63,8 +63,8 @@ def over_rate() -> Response | None:
     detail = _(
         "this server renders at most {rate} pictures per second per worker; try again in "
         "{seconds} s",
-        rate=f"{rate:g}",
-        seconds=f"{wait:.1f}",
+        rate=format(rate, "g"),
+        seconds=format(wait, ".1f"),
     )
     seconds = str(max(1, round(wait + 0.5)))
     return problem_response(problem_body("too-many-pictures", detail), {"Retry-After": seconds})
