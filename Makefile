@@ -43,10 +43,11 @@ $(CHECKOV): | $(BIN)/python
 	$(PYTHON) -m venv $(VENV)/checkov
 	$(VENV)/checkov/bin/pip install --quiet 'checkov==$(CHECKOV_VERSION)'
 
-# Everything, as CI runs it: lint, formatting and the whole suite, slow tests included.
+# Everything, as CI runs it: lint, formatting, strict types and the whole suite, slow tests included.
 test: $(VENV)/.installed graphviz $(CHECKOV)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 	CHECKOV=$(CHECKOV) $(BIN)/python -m pytest
 
 # The fast loop while editing: lint and every test not marked `slow` (no server processes, no

@@ -89,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _run(args: argparse.Namespace) -> dict:
+def _run(args: argparse.Namespace) -> dict[str, Any]:
     bindings = dict(args.bindings)
     if args.command == "derivatives":
         return Differentiator().differentiate(

@@ -175,13 +175,14 @@ class Differentiator:
         formulas = _formulas()
         try:
             with time_budget(self.limits.seconds, SYMBOLIC_TOO_EXPENSIVE):
-                return formulas.derivatives(
+                symbolic: dict[str, Any] = formulas.derivatives(
                     parsed,
                     chosen,
                     bindings,
                     self.limits.simplify_operations,
                     self.limits.seconds * self.limits.simplify_share,
                 )
+                return symbolic
         except BudgetExceeded as overrun:
             if overrun.kind != SYMBOLIC_TOO_EXPENSIVE:
                 raise  # an enclosing budget (the whole request's) ran out: that one is reported

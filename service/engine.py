@@ -91,7 +91,7 @@ class Value:
         out = finite(self.data * other.data, "product")
         return Value(out, (self, other), (other.data, self.data), "*")
 
-    def __pow__(self, exponent: float) -> Value:
+    def __pow__(self, exponent: float | Value) -> Value:
         if isinstance(exponent, Value):
             raise TypeError(
                 _("only constant exponents are supported: the exponent gets no gradient")

@@ -48,6 +48,8 @@ class Located:
 class ExpressionError(Located, AutogradError):
     """The text is not an expression of our language; `span` is the `[start, end)` at fault."""
 
+    span: Span  # always known here, unlike on every `Located`
+
     def __init__(self, kind: str, message: str, span: Span) -> None:
         super().__init__(kind, message)
         self.span = span

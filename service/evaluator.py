@@ -258,7 +258,9 @@ def _as_value(result: Value | float) -> Value:
     return result if isinstance(result, Value) else Value(result)
 
 
-def _primitive_sources(parsed: ParsedExpression, results: dict[Node, Value | float]) -> dict:
+def _primitive_sources(
+    parsed: ParsedExpression, results: dict[Node, Value | float]
+) -> dict[int, Node]:
     """Which syntax-tree node made each primitive node: `a - b` makes `b * -1`, `-1` and `+`."""
     sources: dict[int, Node] = {}
     for source in parsed.postorder():
@@ -277,7 +279,9 @@ def _primitive_sources(parsed: ParsedExpression, results: dict[Node, Value | flo
     return sources
 
 
-def _operator_sources(parsed: ParsedExpression, results: dict[Node, Value]) -> dict[int, Node]:
+def _operator_sources(
+    parsed: ParsedExpression, results: dict[Node, Value | float]
+) -> dict[int, Node]:
     """Which syntax-tree node each operator-view node stands for; a variable, where it first
     appears (the post-order runs left to right)."""
     sources: dict[int, Node] = {}
@@ -290,7 +294,7 @@ def _operator_node(op: str, exponent: float | None, *operands: Value) -> Value:
     """One operator as written: a primitive is the engine's node; a derived operator is one node
     valued by micrograd's primitives underneath, with its composite local derivatives."""
     operation = BY_NAME[op]
-    result = operation.apply(exponent, *operands)
+    result: Value = operation.apply(exponent, *operands)
     if operation.primitive:
         return result
     values = [operand.data for operand in operands]
@@ -564,7 +568,9 @@ def _shape_document(template: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in template.items() if key not in _NUMBERS}
 
 
-def _node_documents(templates: tuple[dict[str, Any], ...], evaluation: _Evaluation) -> list[dict]:
+def _node_documents(
+    templates: tuple[dict[str, Any], ...], evaluation: _Evaluation
+) -> list[dict[str, Any]]:
     """Each node's template with its numbers filled in."""
     # Copying a node's template and filling in three numbers is the cheapest way to a fresh
     # document; the lists inside (children, span) are shared between documents and never mutated.

@@ -11,7 +11,7 @@ import math
 import time
 from collections.abc import Mapping
 from functools import cache
-from typing import Any
+from typing import Any, cast
 
 import sympy
 from sympy.printing.latex import LatexPrinter
@@ -141,14 +141,14 @@ def _float_text(value: sympy.Float) -> str:
     return repr(float(value))
 
 
-class _Text(StrPrinter):
+class _Text(StrPrinter):  # type: ignore[misc]  # sympy ships no types: its printers are Any
     """sympy's own syntax, with floats written the shortest way."""
 
     def _print_Float(self, expr: sympy.Float) -> str:
         return _float_text(expr)
 
 
-class _Latex(LatexPrinter):
+class _Latex(LatexPrinter):  # type: ignore[misc]  # sympy ships no types: its printers are Any
     """sympy's LaTeX, with relu's derivative as cases, plain floats and safe variable names."""
 
     def _print_Float(self, expr: sympy.Float) -> str:
@@ -168,18 +168,18 @@ class _Latex(LatexPrinter):
         return rf"\left({tex}\right)" if self._print_level > 1 else tex
 
     def _print_Symbol(self, expr: sympy.Symbol, style: str = "plain") -> str:
-        name = expr.name
+        name: str = expr.name
         # sympy reads `x_1` as x subscript 1 and `alpha` as the Greek letter; names it would
         # turn into broken LaTeX (`_t`, `a__b`, `t_`) are written out as they are.
         if name.startswith("_") or name.endswith("_") or "__" in name:
             return r"\mathit{" + name.replace("_", r"\_") + "}"
-        return super()._print_Symbol(expr, style)
+        return cast(str, super()._print_Symbol(expr, style))
 
 
 def text(expression: sympy.Expr) -> str:
     """The formula in sympy's syntax, e.g. `c*Heaviside(a*b, 0)`."""
-    return _Text().doprint(expression)
+    return cast(str, _Text().doprint(expression))
 
 
 def latex(expression: sympy.Expr) -> str:
-    return _Latex().doprint(expression)
+    return cast(str, _Latex().doprint(expression))

@@ -73,7 +73,8 @@ class Operation:
 
 def _fold_on_values(operation: Operation, k: float | None, *operands: float) -> float:
     # A primitive computes on numbers exactly as Python does; the engine adds its checks.
-    return operation.apply(k, *(Value(x) for x in operands)).data
+    result: Value = operation.apply(k, *(Value(x) for x in operands))
+    return result.data
 
 
 def _fold_quotient(operation: Operation, k: float | None, a: float, b: float) -> float:
@@ -210,7 +211,8 @@ PREFIX_PRECEDENCE = 30
 
 def apply(op: str, k: float | None, *operands: Value | float) -> Value | float:
     """One operation on Values or plain numbers, with Python's semantics for both."""
-    return BY_NAME[op].apply(k, *operands)
+    result: Value | float = BY_NAME[op].apply(k, *operands)
+    return result
 
 
 def shape(constants: tuple[bool, ...]) -> str:

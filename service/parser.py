@@ -795,7 +795,7 @@ class _Program:
             statements=self.statements,
             reads=tuple(self.read_as_input),
         )
-        parsed._postorder = order  # type: ignore[misc]  # computed already
+        parsed._postorder = order  # computed already
         return parsed
 
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
-from flask import Response, current_app
+from flask import Flask, Response, current_app
 from flask.blueprints import BlueprintSetupState
 
 from service.api import evaluator, json_response
@@ -28,13 +28,13 @@ blp = Blueprint(
 @blp.record_once
 def _configure(state: BlueprintSetupState) -> None:
     # The app's own evaluator (its limits and cache) under the configured symbolic bounds.
-    app = state.app
+    app = cast(Flask, state.app)  # typed as the sansio base; registration hands a Flask app
     with app.app_context():
         app.extensions[EXTENSION] = Differentiator(evaluator(), symbolic_limits(app.config))
 
 
 def differentiator() -> Differentiator:
-    return current_app.extensions[EXTENSION]
+    return cast(Differentiator, current_app.extensions[EXTENSION])
 
 
 @blp.route("/derivatives", methods=["POST"])

@@ -44,7 +44,8 @@ PROGRAM_WITH_BINDINGS_REQUEST = {
 
 def _plain(document: dict[str, Any]) -> dict[str, Any]:
     """The document as plain JSON values: its sentences are translatable `Message`s."""
-    return json.loads(json.dumps(document))
+    plain: dict[str, Any] = json.loads(json.dumps(document))
+    return plain
 
 
 def request_examples(lesson: dict[str, Any]) -> dict[str, Any]:

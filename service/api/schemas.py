@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import math
 import re
-from typing import Any
+from typing import Any, TypeVar
 
 from apispec.ext.marshmallow.field_converter import FieldConverterMixin
 from marshmallow import Schema, ValidationError, fields, post_load, validate, validates_schema
@@ -18,8 +18,10 @@ from service.i18n import _
 from service.kinds import KINDS, type_uri
 from service.limits import DEFAULT_LIMITS, Limits
 
+_Field = TypeVar("_Field", bound="fields.Field[Any]")
 
-def _out(field: type[fields.Field[Any]], description: str, *args: Any, **kwargs: Any) -> Any:
+
+def _out(field: type[_Field], description: str, *args: Any, **kwargs: Any) -> _Field:
     """A field every response carries, so the spec can say it is required."""
     return field(*args, required=True, metadata={"description": description}, **kwargs)
 
@@ -334,7 +336,7 @@ def _program_output() -> fields.String:
     )
 
 
-def _warnings() -> fields.List:
+def _warnings() -> fields.List[Any]:
     return _out(
         fields.List,
         "Assignments the output does not depend on: they add no nodes.",
