@@ -79,11 +79,6 @@ def graphviz_available() -> bool:
     return shutil.which("dot") is not None
 
 
-GRAPHVIZ_HINT = (
-    "install Graphviz (Debian and Ubuntu: apt-get install graphviz; macOS: brew install graphviz)"
-)
-
-
 # -- plots of a sweep ---------------------------------------------------------------------------
 
 
@@ -277,8 +272,10 @@ def render_svg(source: str) -> bytes:
             "graphviz_unavailable",
             _(
                 "drawing the graph as SVG needs Graphviz's dot program, which this server "
-                "does not have; ask for format dot or mermaid, or {hint}",
-                hint=GRAPHVIZ_HINT,
+                "does not have; ask for format dot or mermaid, or install Graphviz (Debian and "
+                "Ubuntu: {debian}; macOS: {macos})",
+                debian="apt-get install graphviz",
+                macos="brew install graphviz",
             ),
         )
     try:
