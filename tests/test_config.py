@@ -138,7 +138,8 @@ def test_variables_for_the_server_are_not_the_apps_concern(
 def test_every_variable_the_deployment_files_name_is_known() -> None:
     # Compose and test-docker.sh export these into the environment the app may start in.
     root = Path(__file__).resolve().parent.parent
-    files = ("docker-compose.yml", "gunicorn.conf.py", "scripts/test-docker.sh", "Makefile")
+    files = ("docker-compose.yml", "gunicorn.conf.py", "scripts/test-docker.sh",
+             "scripts/docker-common.sh", "Makefile")  # fmt: skip
     named = {
         variable
         for name in files
