@@ -16,7 +16,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-ENGINE=../shared/tools/container-engine
+# shellcheck source=scripts/docker-common.sh
+. scripts/docker-common.sh
 PYTHON=${PYTHON:-python3}
 export COMPOSE_PROJECT_NAME=${COMPOSE_PROJECT_NAME:-autograd-test} # `down` removes only its own
 export AUTOGRAD_HTTP_PORT=${AUTOGRAD_HTTP_PORT:-8000}
@@ -25,7 +26,6 @@ export AUTOGRAD_IMAGE_TAG=${AUTOGRAD_IMAGE_TAG:-latest}
 compose() { docker compose --profile scale "$@"; }
 say() { echo "test-docker: $*"; }
 
-started_engine=false
 teardown() {
   local status=$?
   if [ "$status" -ne 0 ] && docker info >/dev/null 2>&1; then
@@ -38,16 +38,7 @@ teardown() {
 }
 trap teardown EXIT
 
-if ! docker info >/dev/null 2>&1; then
-  if [ -f "$ENGINE" ]; then
-    say "no Docker daemon reachable; starting one with $ENGINE"
-    started_engine=true # set first: a half-finished start is stopped again too
-    bash "$ENGINE" up
-  else
-    say "no Docker daemon reachable and no $ENGINE to start one" >&2
-    exit 1
-  fi
-fi
+need_docker
 
 if [ -f "$ENGINE" ]; then
   bash "$ENGINE" lint
@@ -55,10 +46,7 @@ else
   docker compose config -q
 fi
 
-build_started=$(date +%s)
-compose build
-say "built in $(($(date +%s) - build_started)) s; image autograd-service is" \
-  "$(docker image inspect "autograd-service:$AUTOGRAD_IMAGE_TAG" --format '{{.Size}}' | awk '{printf "%.0f MB", $1 / 1e6}')"
+build_images "$AUTOGRAD_IMAGE_TAG"
 # nginx's configuration, with its includes, as the image holds it (`api` resolved to anything).
 docker run --rm --add-host api:127.0.0.1 "autograd-service-nginx:$AUTOGRAD_IMAGE_TAG" nginx -t -q
 

@@ -6,7 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-ENGINE=../shared/tools/container-engine
+# shellcheck source=scripts/docker-common.sh
+. scripts/docker-common.sh
 PYTHON=${PYTHON:-python3}
 # Its own names (SWARM_STACK, SWARM_TAG let it run beside another run): teardown removes only
 # what this run made.
@@ -21,7 +22,6 @@ export COMPOSE_PROJECT_NAME=$STACK
 scratch=$(mktemp -d)
 say() { echo "test-swarm: $*"; }
 
-started_engine=false
 started_swarm=false
 teardown() {
   local status=$?
@@ -50,16 +50,7 @@ teardown() {
 }
 trap teardown EXIT
 
-if ! docker info >/dev/null 2>&1; then
-  if [ -f "$ENGINE" ]; then
-    say "no Docker daemon reachable; starting one with $ENGINE"
-    started_engine=true # set first: a half-finished start is stopped again too
-    bash "$ENGINE" up
-  else
-    say "no Docker daemon reachable and no $ENGINE to start one" >&2
-    exit 1
-  fi
-fi
+need_docker
 
 if [ "$(docker info --format '{{.Swarm.LocalNodeState}}')" = inactive ]; then
   started_swarm=true
@@ -69,9 +60,8 @@ else
   say "this daemon is already part of a swarm; deploying into it"
 fi
 
-# The images, under tags of this run's own. The stack overlay names the same builds.
-AUTOGRAD_IMAGE_TAG=$OLD docker compose -f docker-compose.yml -f deploy/swarm/stack.yml \
-  build api proxy
+# The images, under a tag of this run's own. The stack overlay names the same builds.
+build_images "$OLD"
 
 # compose renders the two files into one (applying `!reset`, `!override` and the variables);
 # sed turns that into the stack format (no project name; a published port is a number).

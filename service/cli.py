@@ -39,41 +39,45 @@ def _binding(text: str) -> tuple[str, float]:
         raise argparse.ArgumentTypeError(message) from None
 
 
+def _add_source_arguments(
+    command: argparse.ArgumentParser, example: str, bindings_help: str | None = None
+) -> None:
+    """What every command reads: the expression or a program (given, or read from a file), the
+    values of its inputs, and which name is the output."""
+    command.add_argument(
+        "expression", nargs="?", help=f'for example "{example}"; leave out with --file'
+    )
+    command.add_argument(
+        "bindings", nargs="*", type=_binding, metavar="NAME=NUMBER", help=bindings_help
+    )
+    command.add_argument(
+        "-f",
+        "--file",
+        type=argparse.FileType("r", encoding="utf-8"),
+        help="read the expression or program from this file (- for standard input)",
+    )
+    command.add_argument("--output", help="the program's name whose value is the output")
+
+
+def _add_indent_argument(command: argparse.ArgumentParser, default: int) -> None:
+    command.add_argument("--indent", type=int, default=default, help="JSON indent (0: one line)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROGRAM, description="Forward pass, gradients and backward schedule."
     )
     commands = parser.add_subparsers(dest="command", required=True)
     evaluate = commands.add_parser("eval", help="evaluate an expression and print the document")
-    evaluate.add_argument(
-        "expression", nargs="?", help='for example "(a + b) * c"; leave out with --file'
-    )
-    evaluate.add_argument("bindings", nargs="*", type=_binding, metavar="NAME=NUMBER")
-    evaluate.add_argument(
-        "-f",
-        "--file",
-        type=argparse.FileType("r", encoding="utf-8"),
-        help="read the expression or program from this file (- for standard input)",
-    )
-    evaluate.add_argument("--output", help="the program's name whose value is the output")
+    _add_source_arguments(evaluate, "(a + b) * c")
     evaluate.add_argument("--granularity", choices=GRANULARITIES, default=DEFAULT_GRANULARITY)
-    evaluate.add_argument("--indent", type=int, default=2, help="JSON indent (0: one line)")
+    _add_indent_argument(evaluate, 2)
     evaluate.add_argument("--format", choices=("json", *GRAPH_FORMATS), default="json",
                           help="the document, or its graph drawn (svg needs Graphviz)")  # fmt: skip
     differentiate = commands.add_parser(
         "derivatives", help="each derivative three ways: reverse mode, symbolic and numeric"
     )
-    differentiate.add_argument(
-        "expression", nargs="?", help='for example "(a + b) * c"; leave out with --file'
-    )
-    differentiate.add_argument("bindings", nargs="*", type=_binding, metavar="NAME=NUMBER")
-    differentiate.add_argument(
-        "-f",
-        "--file",
-        type=argparse.FileType("r", encoding="utf-8"),
-        help="read the expression or program from this file (- for standard input)",
-    )
-    differentiate.add_argument("--output", help="the program's name whose value is the output")
+    _add_source_arguments(differentiate, "(a + b) * c")
     differentiate.add_argument(
         "--variable",
         dest="variables",
@@ -84,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     differentiate.add_argument(
         "--h", type=float, default=None, help="step of the difference quotients"
     )
-    differentiate.add_argument("--indent", type=int, default=2, help="JSON indent (0: one line)")
+    _add_indent_argument(differentiate, 2)
     add_sweep_command(commands)
     return parser
 
@@ -196,15 +200,7 @@ def add_sweep_command(commands: Any) -> None:
         help="value and gradients over a line, a grid or points; or their plot",
         description='For example: sweep "x * tanh(x)" --vary x:-3:3:200 --format svg > plot.svg',
     )
-    sweep.add_argument(
-        "expression", nargs="?", help='for example "x * tanh(x)"; leave out with --file'
-    )
-    sweep.add_argument("bindings", nargs="*", type=_binding, metavar="NAME=NUMBER",
-                       help="values of the inputs that are not varied")  # fmt: skip
-    sweep.add_argument("-f", "--file", type=argparse.FileType("r", encoding="utf-8"),
-                       help="read the expression or program from this file (- for standard "
-                       "input)")  # fmt: skip
-    sweep.add_argument("--output", help="the program's name whose value is the output")
+    _add_source_arguments(sweep, "x * tanh(x)", "values of the inputs that are not varied")
     sweep.add_argument("--vary", action="append", type=_axis, metavar="NAME:FROM:TO:POINTS",
                        help="an input to vary: once for a line, twice for a grid")  # fmt: skip
     sweep.add_argument("--point", action="append", type=_point, metavar="NAME=NUMBER,...",
@@ -212,7 +208,7 @@ def add_sweep_command(commands: Any) -> None:
     sweep.add_argument("--format", choices=("json", *PLOT_FORMATS), default="json")
     sweep.add_argument("--save", type=Path, metavar="FILE",
                        help="write the answer here instead of to standard output")  # fmt: skip
-    sweep.add_argument("--indent", type=int, default=0, help="JSON indent (0: one line)")
+    _add_indent_argument(sweep, 0)
 
 
 def run_sweep(args: argparse.Namespace) -> int:

@@ -7,6 +7,7 @@ from dataclasses import fields
 from pathlib import Path
 
 import pytest
+from conftest import make_app
 from flask.testing import FlaskClient
 
 from service.api.config import (
@@ -65,10 +66,42 @@ def test_each_limit_is_described_once_and_everything_else_derives_from_it(
     assert all(str(setting.meaning).strip() for setting in SETTINGS.values())
     # GET /v1/operations reports each limit in force; the spec describes it with its meaning.
     reported = client.get("/v1/operations").get_json()["limits"]
-    assert {**DEFAULT_LIMITS.as_dict(), "max_body_bytes": DEFAULTS["MAX_BODY_BYTES"]} == reported
+    assert DEFAULT_LIMITS.as_dict().items() <= reported.items()
     described = client.get("/openapi.json").get_json()["components"]["schemas"]["Limits"]
     for name in Limits.names():
         assert described["properties"][name]["description"] == Limits.meaning(name)
+
+
+def test_operations_reports_what_a_client_plans_by_in_force_and_described_once() -> None:
+    configured = {
+        "REQUEST_BUDGET": 2,
+        "HEAVY_REQUEST_SLOTS": 3,
+        "PICTURE_RATE": 0.5,
+        "MAX_SYMBOLIC_NODES": 40,
+        "MAX_RESPONSE_BYTES": 10**6,
+        "MAX_NODES": 50,
+    }
+    client = make_app(**configured).test_client()
+    document = client.get("/v1/operations").get_json()
+    spec = client.get("/openapi.json").get_json()["components"]["schemas"]
+    for where, schema in (("limits", "Limits"), ("settings", "Settings")):
+        told = [setting for setting in SETTINGS.values() if setting.reported == where]
+        expected = {s.name.lower(): configured.get(s.name, s.default) for s in told}
+        assert document[where] == expected
+        for setting in told:  # the value's type is the default's: 2 s of budget is 2.0
+            assert type(document[where][setting.name.lower()]) is type(setting.default)
+            described = spec[schema]["properties"][setting.name.lower()]["description"]
+            assert described == setting.meaning
+    # Every limit a problem's `limit` names is among the limits (ProblemSchema points there).
+    names = {*Limits.names(), "max_response_bytes", "max_symbolic_nodes"}
+    assert names <= document["limits"].keys()
+    # The settings a client plans by, and nothing of the server's own (origins, logs, workers).
+    assert document["settings"].keys() == {
+        "request_budget", "heavy_request_bytes", "heavy_request_slots", "picture_rate",
+        "picture_burst", "symbolic_seconds",
+    }  # fmt: skip
+    told = {*document["limits"], *document["settings"], "cache_size", "cache_nodes"}
+    assert not {"cors_origins", "log_level", "workers"} & told
 
 
 def test_the_readme_lists_every_setting_with_its_default_and_meaning() -> None:
@@ -138,7 +171,8 @@ def test_variables_for_the_server_are_not_the_apps_concern(
 def test_every_variable_the_deployment_files_name_is_known() -> None:
     # Compose and test-docker.sh export these into the environment the app may start in.
     root = Path(__file__).resolve().parent.parent
-    files = ("docker-compose.yml", "gunicorn.conf.py", "scripts/test-docker.sh", "Makefile")
+    files = ("docker-compose.yml", "gunicorn.conf.py", "scripts/test-docker.sh",
+             "scripts/docker-common.sh", "Makefile")  # fmt: skip
     named = {
         variable
         for name in files

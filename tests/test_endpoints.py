@@ -75,15 +75,32 @@ def test_operations_lists_every_operation_and_the_default_limits(client: FlaskCl
         "rule": "d(a / b)/da = 1 / b; d(a / b)/db = -a / b ** 2",
         "expansion": "a * b ** -1",
     }
-    assert document["limits"] == {**DEFAULT_LIMITS.as_dict(), "max_body_bytes": 1024 * 1024}
+    assert document["limits"] == {
+        **DEFAULT_LIMITS.as_dict(),
+        "max_body_bytes": 1024 * 1024,
+        "max_response_bytes": 16 * 1024 * 1024,
+        "max_symbolic_nodes": 100,
+    }
+    assert document["settings"] == {
+        "request_budget": 5.0,
+        "heavy_request_bytes": 16384,
+        "heavy_request_slots": 0,
+        "picture_rate": 2.0,
+        "picture_burst": 10,
+        "symbolic_seconds": 2.0,
+    }
     assert document["cache_size"] == 256
 
 
 def test_operations_reports_the_configured_limits() -> None:
-    client = make_app(MAX_NODES=50, MAX_BODY_BYTES=4096, CACHE_SIZE=0).test_client()
+    client = make_app(
+        MAX_NODES=50, MAX_BODY_BYTES=4096, CACHE_SIZE=0, REQUEST_BUDGET=0, SYMBOLIC_SECONDS=0.5
+    ).test_client()
     document = strict(client.get("/v1/operations").data)
     assert document["limits"]["max_nodes"] == 50
     assert document["limits"]["max_body_bytes"] == 4096
+    assert document["settings"]["request_budget"] == 0  # no budget
+    assert document["settings"]["symbolic_seconds"] == 0.5
     assert document["cache_size"] == 0
 
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +17,10 @@ from flask.testing import FlaskClient
 from openapi_schema_validator import OAS31Validator
 from openapi_spec_validator import validate as validate_spec
 
+from service.api import costs
 from service.api.schemas import IDENTIFIER_PATTERN
 from service.api.spec import generate, main
+from service.errors import BudgetExceeded
 from service.kinds import KINDS
 from service.limits import DEFAULT_LIMITS
 
@@ -101,6 +106,39 @@ def test_every_operation_is_documented_with_the_lesson(path: str, method: str, o
         assert example["bindings"] == {"a": 2, "b": -3, "c": 10}
         assert document["value"] == -10
         assert document["gradients"] == {"a": 10, "b": 10, "c": -1}
+
+
+@contextmanager
+def _spent(seconds: float, kind: str) -> Iterator[None]:
+    """A time budget that has run out before the work starts."""
+    raise BudgetExceeded(kind, seconds)
+    yield
+
+
+@pytest.mark.parametrize(("path", "method"), [(path, method) for path, method, _ in operations()])
+def test_every_operation_runs_within_the_bounds_and_documents_their_503(
+    path: str, method: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    documented = resolved(SPEC["paths"][path][method]["responses"]["503"])
+    assert "Retry-After" in documented["headers"]
+    examples = documented["content"]["application/problem+json"]["examples"]
+    client = make_app(HEAVY_REQUEST_BYTES=1).test_client()
+    # Past the time budget, and heavy (any body) with every slot of a server of three workers held.
+    monkeypatch.setattr(costs, "time_budget", _spent)
+    refused = [client.open(path, method=method)]
+    monkeypatch.undo()
+    monkeypatch.setattr(costs, "SERVER", costs.Server(str(tmp_path), 3))
+    held = [(tmp_path / f"heavy-{slot}").open("ab") for slot in range(2)]
+    for slot in held:
+        fcntl.flock(slot, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    refused.append(client.open(path, method=method, data=b"{}"))
+    for response, kind in zip(refused, ("request-too-expensive", "service-busy"), strict=True):
+        assert response.status_code == 503, response.data[:200]
+        assert response.get_json()["type"].endswith(f"/problems/{kind}")
+        assert response.headers["Retry-After"]
+        assert kind in examples
+    for slot in held:
+        slot.close()
 
 
 def test_every_example_fits_its_schema() -> None:

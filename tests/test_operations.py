@@ -9,10 +9,10 @@ import pytest
 import sympy
 from reference_micrograd import local_grads, run
 
+from service.api.config import DEFAULTS
 from service.api.operations import catalogue
 from service.engine import Value
 from service.evaluator import GRANULARITIES, Evaluator
-from service.limits import DEFAULT_LIMITS
 from service.operations import BY_NAME, FUNCTIONS, OPERATIONS, Operation
 from service.parser import parse
 
@@ -97,7 +97,7 @@ def test_every_entry_folds_as_python_does(operation: Operation) -> None:
 
 
 def test_every_entry_is_documented() -> None:
-    documented = catalogue(DEFAULT_LIMITS, 1, 1, 1)["operations"]
+    documented = catalogue(DEFAULTS)["operations"]
     assert [op["name"] for op in documented] == [op.name for op in OPERATIONS]
     for document, operation in zip(documented, OPERATIONS, strict=True):
         assert document["syntax"] == operation.syntax

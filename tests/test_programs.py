@@ -18,6 +18,7 @@ from reference_micrograd import (
     run_program,
 )
 
+from service.api.examples import SHIPPING_PROGRAM as SHIPPING
 from service.errors import (
     BindingError,
     DomainError,
@@ -56,17 +57,6 @@ g = f / 2.0
 g += 10.0 / f
 g.backward()
 amg, bmg, gmg = a, b, g
-"""
-
-SHIPPING = """\
-base_fee = Value(50.0)          # base delivery fee
-weight = Value(3.0)             # parcel weight, kg
-distance = Value(12.0)          # distance, km
-discount = Value(-8.0)          # seasonal discount
-weight_fee = weight * 15.0
-distance_fee = distance * 2.0
-raw_cost = base_fee + weight_fee + distance_fee + discount
-cost = raw_cost.relu()
 """
 
 

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from service import sweep as sweeps
+from service.api.examples import SHIPPING_PROGRAM as SHIPPING
 from service.errors import AutogradError, BindingError, DomainError, RequestTooLarge
 from service.evaluator import Evaluator
 from service.limits import Limits
@@ -317,17 +318,6 @@ def test_cli_sweep_json_svg_and_errors(
 
 
 # -- programs -----------------------------------------------------------------------------------
-
-SHIPPING = """
-base_fee = Value(50.0)          # base delivery fee
-weight = Value(3.0)             # parcel weight, kg
-distance = Value(12.0)          # distance, km
-discount = Value(-8.0)          # seasonal discount
-weight_fee = weight * 15.0
-distance_fee = distance * 2.0
-raw_cost = base_fee + weight_fee + distance_fee + discount
-cost = raw_cost.relu()
-"""
 
 
 @st.composite

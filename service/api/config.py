@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, Literal
 
 from service.api.costs import HeavySlots, RequestCosts
 from service.derivatives import DEFAULT_SYMBOLIC_LIMITS, SymbolicLimits
@@ -37,6 +37,11 @@ class ConfigurationError(RuntimeError, ValueError):
     """
 
 
+# Where GET /v1/operations tells clients a setting's value in force: among its `limits` (the
+# bounds a problem's `limit` names) or among its other `settings` a client plans requests by.
+Reported = Literal["limits", "settings"]
+
+
 @dataclass(frozen=True)
 class Setting:
     """One setting: `AUTOGRAD_<name>` overrides its default; `meaning` says what it is for."""
@@ -44,6 +49,8 @@ class Setting:
     name: str
     default: Any
     meaning: str
+    # None: nothing a client plans by (or, for the cache's bounds, reported on their own).
+    reported: Reported | None = None
 
     @property
     def variable(self) -> str:
@@ -55,12 +62,17 @@ class Setting:
 SETTINGS: dict[str, Setting] = {
     setting.name: setting
     for setting in (
-        *(Setting(f.name.upper(), f.default, f.metadata.get(MEANING, "")) for f in fields(Limits)),
+        *(
+            Setting(f.name.upper(), f.default, f.metadata.get(MEANING, ""), "limits")
+            for f in fields(Limits)
+        ),
         Setting(
             "MAX_BODY_BYTES",
             1024 * 1024,
             _("Bytes of request body; larger bodies get a 413."),
+            "limits",
         ),
+        # GET /v1/operations reports these two as `cache_size` and `cache_nodes`.
         Setting(
             "CACHE_SIZE",
             256,
@@ -85,11 +97,13 @@ SETTINGS: dict[str, Setting] = {
             "REQUEST_BUDGET",
             5.0,
             _("Seconds of work one request may take (0: no budget); past it, a 503 problem."),
+            "settings",
         ),
         Setting(
             "HEAVY_REQUEST_BYTES",
             16384,
             _("Bytes of request body from which a request counts as heavy."),
+            "settings",
         ),
         Setting(
             "HEAVY_REQUEST_SLOTS",
@@ -98,31 +112,51 @@ SETTINGS: dict[str, Setting] = {
                 "Heavy requests one server works on at once (0: one fewer than the workers); "
                 "past them, a 503 problem."
             ),
+            "settings",
         ),
         Setting(
             "MAX_RESPONSE_BYTES",
             16 * 1024 * 1024,
             _("Bytes of response body; a larger response is refused as response-too-large."),
+            "limits",
         ),
         Setting(
             "PICTURE_RATE",
             2.0,
             _("Plots and SVG drawings each worker renders per second, sustained (429 beyond)."),
+            "settings",
         ),
-        Setting("PICTURE_BURST", 10, _("Plots and SVG drawings a worker renders in a burst.")),
+        Setting(
+            "PICTURE_BURST",
+            10,
+            _("Plots and SVG drawings a worker renders in a burst."),
+            "settings",
+        ),
         Setting(
             "MAX_SYMBOLIC_NODES",
             DEFAULT_SYMBOLIC_LIMITS.max_nodes,
             _("Operators of an expression differentiated symbolically (POST /v1/derivatives)."),
+            "limits",
         ),
         Setting(
             "SYMBOLIC_SECONDS",
             DEFAULT_SYMBOLIC_LIMITS.seconds,
             _("Seconds of symbolic work (sympy) one request may take."),
+            "settings",
         ),
     )
 }
 DEFAULTS: dict[str, Any] = {name: setting.default for name, setting in SETTINGS.items()}
+
+
+def reported(config: Mapping[str, Any], where: Reported) -> dict[str, Any]:
+    """The values in force of the settings GET /v1/operations reports `where`, by the lower-case
+    names clients know them by. The app has checked each one at start-up (`create_app`)."""
+    return {
+        setting.name.lower(): type(setting.default)(config[setting.name])
+        for setting in SETTINGS.values()
+        if setting.reported == where
+    }
 
 
 def settings_table() -> str:

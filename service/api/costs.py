@@ -38,6 +38,9 @@ from service.kinds import Problem
 
 EXTENSION = "autograd.costs"  # the app's `extensions` key for its `RequestCosts`
 BUDGET_KIND = "request_too_expensive"
+# The problems any view may answer because it runs within these bounds, whatever its work: both
+# are 503s with `Retry-After`, which the spec documents on every operation (api/problems.py).
+REFUSALS = ("request-too-expensive", "service-busy")
 BUSY_RETRY_AFTER_S = 1  # a heavy request refused for want of a slot may try again this soon
 
 

@@ -36,7 +36,7 @@ blp = Blueprint(
     headers=RESPONSE_HEADERS,
 )
 @blp.doc(responses={200: {"content": DRAWING_CONTENT}})
-@documents_problems(blp, 400, 413, 415, 429, 501, 503)
+@documents_problems(blp, 400, 413, 415, 429, 501)
 def gradients(body: dict[str, Any]) -> Response:
     """Evaluate an expression and backpropagate through it
 

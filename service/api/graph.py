@@ -25,7 +25,7 @@ blp = Blueprint(
 @blp.arguments(GraphRequestSchema(), examples=request_examples(GRAPH_REQUEST))
 @blp.response(200, StructureSchema, examples=graph_examples(), headers=RESPONSE_HEADERS)
 @blp.doc(responses={200: {"content": DRAWING_CONTENT}})
-@documents_problems(blp, 400, 413, 415, 429, 501, 503)
+@documents_problems(blp, 400, 413, 415, 429, 501)
 def graph(body: dict[str, Any]) -> Response:
     """Parse an expression into its graph's structure
 

@@ -30,7 +30,6 @@ from prometheus_client import (
 )
 
 from service.api import EXTENSION
-from service.api.problems import documents_problems
 from service.api.request import RESPONSE_HEADERS, Blueprint
 from service.kinds import TYPE_BASE
 
@@ -92,7 +91,6 @@ blp = Blueprint("metrics", __name__, description="Metrics for the operator's scr
         }
     }
 )
-@documents_problems(blp, 503)
 def metrics() -> Response:
     """Read the service's metrics
 

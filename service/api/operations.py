@@ -1,16 +1,16 @@
-"""GET /v1/operations: the operations of the language and the limits in force."""
+"""GET /v1/operations: the operations of the language, and the limits and settings in force."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from flask import Response, current_app
 
-from service.api import evaluator, json_response
-from service.api.config import DEFAULTS
+from service.api import json_response
+from service.api.config import DEFAULTS, reported
 from service.api.request import RESPONSE_HEADERS, Blueprint
 from service.api.schemas import OperationsSchema
-from service.limits import DEFAULT_LIMITS, Limits
 from service.operations import OPERATIONS
 
 blp = Blueprint(
@@ -21,9 +21,8 @@ blp = Blueprint(
 )
 
 
-def catalogue(
-    limits: Limits, max_body_bytes: int, cache_size: int, cache_nodes: int
-) -> dict[str, Any]:
+def catalogue(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The document GET /v1/operations answers with, for an app configured with `config`."""
     return {
         "operations": [
             {
@@ -36,9 +35,10 @@ def catalogue(
             }
             for op in OPERATIONS
         ],
-        "limits": {**limits.as_dict(), "max_body_bytes": max_body_bytes},
-        "cache_size": cache_size,
-        "cache_nodes": cache_nodes,
+        "limits": reported(config, "limits"),
+        "settings": reported(config, "settings"),
+        "cache_size": int(config["CACHE_SIZE"]),
+        "cache_nodes": int(config["CACHE_NODES"]),
     }
 
 
@@ -47,22 +47,18 @@ def catalogue(
     200,
     OperationsSchema,
     headers=RESPONSE_HEADERS,
-    example=catalogue(
-        DEFAULT_LIMITS, DEFAULTS["MAX_BODY_BYTES"], DEFAULTS["CACHE_SIZE"], DEFAULTS["CACHE_NODES"]
-    ),
+    example=catalogue(DEFAULTS),
 )
 def operations() -> Response:
-    """List the supported operations and the limits in force
+    """List the supported operations and the limits and settings in force
 
     Every operation an expression may use: its name (the `op` of its graph nodes), how it is
     written, its arity, whether it is a micrograd primitive or derived from primitives, its local
-    derivative rule, and how a derived one is expanded. Also the limits this service enforces,
-    including the largest request body, and how many compiled expressions (and graph nodes in
-    all) each worker caches.
+    derivative rule, and how a derived one is expanded. Also the limits this service enforces
+    (every one a problem's `limit` can name, and the largest request body), the other settings a
+    client plans its requests by (the time budget of one request, the body size from which a
+    request counts as heavy and how many heavy ones a server takes at once, the picture rate,
+    the time symbolic work may take), and how many compiled expressions (and graph nodes in all)
+    each worker caches.
     """
-    ev = evaluator()
-    return json_response(
-        catalogue(
-            ev.limits, current_app.config["MAX_CONTENT_LENGTH"], ev.cache_size, ev.cache_nodes
-        )
-    )
+    return json_response(catalogue(current_app.config))

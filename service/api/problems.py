@@ -7,12 +7,13 @@ from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any, TypeVar
 
+from apispec import BasePlugin
 from flask import Response, current_app, request
 from flask_smorest import Api, Blueprint
 from werkzeug.exceptions import HTTPException
 
 from service.api import json_response, language
-from service.api.costs import retry_after
+from service.api.costs import REFUSALS, retry_after
 from service.api.docs import served_spec
 from service.api.examples import REFUSED, refusal
 from service.api.logs import LOGGER
@@ -196,13 +197,37 @@ def _examples(status: int) -> dict[str, Any]:
     return {kind: {"summary": body["title"], "value": body} for kind, body in english.items()}
 
 
+# What a status means wherever it is answered, when its phrase alone would not say.
+_DESCRIPTIONS = {
+    HTTPStatus.SERVICE_UNAVAILABLE: (
+        "Not now: the request ran past its time budget (`request-too-expensive`), or it is heavy "
+        "and every slot for heavy requests is taken (`service-busy`); a graph drawn as SVG may "
+        "also take Graphviz too long (`drawing-too-slow`). `Retry-After` says when to send it "
+        "again."
+    ),
+}
+
+
+class BoundedOperations(BasePlugin):
+    """Documents on every operation the problems of the request's bounds: the app runs every
+    view within them (`Service.dispatch_request`, service/api/costs.py), so none may omit them."""
+
+    def operation_helper(
+        self, path: str | None = None, operations: dict[str, Any] | None = None, **kwargs: Any
+    ) -> None:
+        for status in sorted({KINDS[kind][0] for kind in REFUSALS}):
+            for operation in (operations or {}).values():
+                operation.setdefault("responses", {})[str(status)] = HTTPStatus(status).name
+
+
 class ProblemApi(Api):
     """flask-smorest's `Api`, answering and documenting every error as a problem."""
 
     ERROR_SCHEMA = ProblemSchema
 
     def _init_spec(self, *args: Any, **kwargs: Any) -> None:
-        super()._init_spec(*args, **kwargs)
+        plugins = [*(kwargs.pop("extra_plugins", None) or ()), BoundedOperations()]
+        super()._init_spec(*args, extra_plugins=plugins, **kwargs)
         self.ma_plugin.converter.add_attribute_function(bindings_property)
 
     def _openapi_json(self) -> Response:
@@ -258,14 +283,15 @@ class ProblemApi(Api):
         if examples := _examples(status):
             content["examples"] = examples
         return {
-            "description": status.phrase,
+            "description": _DESCRIPTIONS.get(status, status.phrase),
             "headers": headers,
             "content": {PROBLEM_MIMETYPE: content},
         }
 
 
 def documents_problems(blp: Blueprint, *statuses: int) -> Callable[[View], View]:
-    """Documents the problems a view can answer with, besides the 422 of its arguments."""
+    """Documents the problems a view can answer with, besides the 422 of its arguments and the
+    503 of the request's bounds, which every operation documents (`BoundedOperations`)."""
     # One `doc` naming the registered responses, rather than an `alt_response` per status: each
     # of those would wrap the view once more, at a cost on every request.
     document: Callable[[View], View] = blp.doc(

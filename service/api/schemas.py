@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 from apispec.ext.marshmallow.field_converter import FieldConverterMixin
 from marshmallow import Schema, ValidationError, fields, post_load, validate, validates_schema
 
-from service.api.config import SETTINGS
+from service.api.config import SETTINGS, Reported
 from service.check import CODES, DEFAULT_TOLERANCE, VERDICTS, Tolerance
 from service.evaluator import DEFAULT_GRANULARITY, FIELDS, GRANULARITIES
 from service.exercises import DEFAULT_KIND, DEFAULT_LEVEL, EXERCISE_KINDS, LEVELS, MAX_SEED
@@ -430,31 +430,43 @@ class OperationSchema(Schema):
     )
 
 
-# One field per limit of the core, described where the limit is, and the web layer's body limit.
-LimitsSchema = Schema.from_dict(
-    {
-        **{
-            name: _out(
-                fields.Float if isinstance(value, float) else fields.Integer,
-                Limits.meaning(name),
+def _reported(where: Reported, name: str) -> type[Schema]:
+    """One field per setting GET /v1/operations reports `where`, described by its meaning."""
+    return Schema.from_dict(
+        {
+            setting.name.lower(): _out(
+                fields.Float if isinstance(setting.default, float) else fields.Integer,
+                str(setting.meaning),
             )
-            for name, value in DEFAULT_LIMITS.as_dict().items()
+            for setting in SETTINGS.values()
+            if setting.reported == where
         },
-        "max_body_bytes": _out(fields.Integer, str(SETTINGS["MAX_BODY_BYTES"].meaning)),
-    },
-    name="Limits",
-)
+        name=name,
+    )
+
+
+LimitsSchema = _reported("limits", "Limits")
+SettingsSchema = _reported("settings", "Settings")
 
 
 class OperationsSchema(Schema):
     operations = _out(
         fields.List, "Every operation of the language.", fields.Nested(OperationSchema)
     )
-    limits = _out(fields.Nested, "The limits in force.", LimitsSchema)
-    cache_size = _out(fields.Integer, "Compiled expressions each worker keeps for reuse.")
-    cache_nodes = _out(
-        fields.Integer, "Graph nodes of all compiled expressions a worker keeps, together."
+    limits = _out(
+        fields.Nested,
+        "The limits in force: every bound a problem's `limit` can name, and the largest request "
+        "body.",
+        LimitsSchema,
     )
+    settings = _out(
+        fields.Nested,
+        "The other settings in force that a client plans its requests by: the time budget of "
+        "one request, when a request counts as heavy, the picture rate, symbolic work's time.",
+        SettingsSchema,
+    )
+    cache_size = _out(fields.Integer, str(SETTINGS["CACHE_SIZE"].meaning))
+    cache_nodes = _out(fields.Integer, str(SETTINGS["CACHE_NODES"].meaning))
 
 
 class HealthSchema(Schema):
