@@ -107,6 +107,7 @@ def compiles(expression: str) -> list[str] | None:
         return None
 
 
+@pytest.mark.slow
 @sweep_settings
 @given(expressions(), numbers, numbers, st.integers(1, 40), st.data())
 def test_line_matches_the_engine_at_every_point(
@@ -125,6 +126,7 @@ def test_line_matches_the_engine_at_every_point(
         check_point(document, expression, {**bindings, varied: x}, i, document["value"][i])
 
 
+@pytest.mark.slow
 @sweep_settings
 @given(expressions(), st.lists(st.fixed_dictionaries({}, optional={"a": numbers, "b": numbers,
        "c": numbers}), min_size=1, max_size=12), st.data())  # fmt: skip
@@ -141,6 +143,7 @@ def test_points_match_the_engine_at_every_point(
         check_point(document, expression, {**bindings, **point}, i, document["value"][i])
 
 
+@pytest.mark.slow
 @sweep_settings
 @given(expressions(), numbers, numbers, st.integers(1, 6), st.integers(1, 6), st.data())
 def test_grid_matches_the_engine_at_every_point(
@@ -349,6 +352,7 @@ def programs(draw: st.DrawFn) -> str:
     return "\n".join(lines)
 
 
+@pytest.mark.slow
 @sweep_settings
 @given(programs(), numbers, numbers, st.integers(1, 12), st.data())
 def test_programs_match_the_engine_at_every_point(
