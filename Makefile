@@ -50,11 +50,13 @@ test: $(VENV)/.installed graphviz $(CHECKOV)
 	$(BIN)/mypy
 	CHECKOV=$(CHECKOV) $(BIN)/python -m pytest
 
-# The fast loop while editing: lint and every test not marked `slow` (no server processes, no
-# fuzzing, no sweep of hostile inputs).
+# The fast loop while editing: lint and every test not marked `slow` (no property tests, server
+# processes, fuzzing, sweep of hostile inputs or spec regeneration); schemathesis' plugin is left
+# out, as only the slow tests/test_fuzz.py uses it. About 20 s on two cores that are also busy
+# with other work.
 check: $(VENV)/.installed
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -m "not slow" -p no:schemathesis
 
 # Strict type checking of service/ (settings in pyproject.toml).
 typecheck: $(VENV)/.installed

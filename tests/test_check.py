@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 
-from service.app import create_app
 from service.check import CODES, Tolerance, check
 from service.evaluator import Evaluator
 
@@ -247,11 +246,6 @@ def test_a_derivative_that_is_not_text_is_unparsable() -> None:
 
 
 # -- over HTTP ----------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def client() -> FlaskClient:
-    return create_app({"TESTING": True}).test_client()
 
 
 def test_check_over_http(client: FlaskClient) -> None:

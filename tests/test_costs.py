@@ -206,6 +206,7 @@ def test_a_swallowed_budget_exception_is_raised_again() -> None:
             pass
 
 
+@pytest.mark.slow
 def test_a_timer_set_before_the_budget_is_put_back() -> None:
     fired: list[float] = []
     previous = signal.signal(signal.SIGALRM, lambda *_: fired.append(time.monotonic()))

@@ -345,6 +345,7 @@ def test_a_shared_intermediate_is_differentiated_through_every_use() -> None:
     assert document["agree"] is True
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(programs(max_statements=5))
 def test_reverse_mode_and_symbolic_agree_on_programs(case: ProgramCase) -> None:
@@ -388,6 +389,7 @@ def central_difference(case: Case, name: str, h: float) -> float | None:
     return (values[0] - values[1]) / (2 * h)
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(cases())
 @example(Case("(a + b) * c", {"a": 2.0, "b": -3.0, "c": 10.0}))

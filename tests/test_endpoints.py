@@ -116,6 +116,7 @@ def test_the_expression_cache_is_used_across_requests(app: Flask, client: FlaskC
     assert app.extensions["autograd"].cache_info()["hits"] >= 4
 
 
+@pytest.mark.slow
 def test_large_but_legal_requests_are_answered(client: FlaskClient) -> None:
     names = [f"x{i}" for i in range(2000)]
     body = {"expression": " + ".join(names), "bindings": dict.fromkeys(names, 1.5)}

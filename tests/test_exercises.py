@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 
-from service.app import create_app
 from service.check import check
 from service.evaluator import Evaluator
 from service.exercises import EXERCISE_KINDS, LEVELS, exercise
@@ -133,11 +132,6 @@ def test_levels_grow_from_the_lesson_to_shared_nodes_relu_and_derived_operations
     assert features[2]["relu"] > 0
     assert features[3]["derived"] == len(SEEDS)
     assert features[3]["dead relu"] > 0
-
-
-@pytest.fixture
-def client() -> FlaskClient:
-    return create_app({"TESTING": True}).test_client()
 
 
 def test_exercise_over_http_hides_answers_unless_revealed(client: FlaskClient) -> None:

@@ -7,6 +7,8 @@ import random
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "loadtest"))
 
 import fuzz
@@ -22,6 +24,7 @@ def test_a_worker_change_names_the_dead_and_their_replacements() -> None:
     assert "status 1" in fuzz.worker_changes({1}, set(), 1)
 
 
+@pytest.mark.slow
 def test_the_worst_expression_fills_the_limits_and_is_accepted() -> None:
     text = run.worst_expression(DEFAULT_LIMITS.max_expression_length, DEFAULT_LIMITS.max_nodes)
     assert (

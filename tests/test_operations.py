@@ -4,6 +4,7 @@ the sympy oracle, counted as micrograd counts it and documented by `/v1/operatio
 from __future__ import annotations
 
 import itertools
+from operator import attrgetter
 
 import pytest
 import sympy
@@ -19,6 +20,7 @@ from service.parser import parse
 evaluator = Evaluator()
 OPERANDS = {"v": ("a", "b"), "c": ("3", "0.5")}
 AT = {"a": 0.75, "b": 1.25}
+NAME = attrgetter("name")  # test ids that are the same on every run, unlike the repr's addresses
 
 
 def shapes(operation: Operation) -> list[str]:
@@ -75,7 +77,7 @@ def test_every_entry_is_parsed_evaluated_and_differentiated(
         )
 
 
-@pytest.mark.parametrize("operation", [op for op in OPERATIONS if op.primitive], ids=str)
+@pytest.mark.parametrize("operation", [op for op in OPERATIONS if op.primitive], ids=NAME)
 def test_a_primitives_rule_is_the_engines(operation: Operation) -> None:
     operands = [Value(AT["a"]), Value(AT["b"])][: operation.arity]
     k = 3.0 if operation.grammar == "power" else None
@@ -88,7 +90,7 @@ def test_a_primitives_rule_is_the_engines(operation: Operation) -> None:
     assert out.local_grads == pytest.approx(local_grads(reference), rel=1e-15)
 
 
-@pytest.mark.parametrize("operation", OPERATIONS, ids=str)
+@pytest.mark.parametrize("operation", OPERATIONS, ids=NAME)
 def test_every_entry_folds_as_python_does(operation: Operation) -> None:
     operands = (0.75, 1.25)[: operation.arity]
     folded = parse(operation.write("0.75", "1.25", k="3") + " + a").root.args[0]

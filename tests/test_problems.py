@@ -40,6 +40,12 @@ def app() -> Flask:
     return app
 
 
+@pytest.fixture(scope="module")
+def roomy() -> FlaskClient:
+    """A client of the app with the default limits: room for a deep document."""
+    return make_app().test_client()
+
+
 def problem(response: Any, kind: str, **expected: Any) -> dict[str, Any]:
     """Checks a problem response of `kind` and returns its body."""
     TESTED.add(kind)
@@ -166,10 +172,9 @@ def test_invalid_binding(client: FlaskClient, body: str, name: str, shown: str) 
         ('{"expression": "a"}'.encode("utf-16"), "can't decode byte 0xff"),
     ],
 )
-def test_malformed_json(body: bytes, detail: str) -> None:
-    client = make_app().test_client()  # with room for a deep document
+def test_malformed_json(roomy: FlaskClient, body: bytes, detail: str) -> None:
     for path in ("/v1/gradients", "/v1/graph"):
-        got = problem(client.post(path, data=body, headers=JSON), "malformed-json")
+        got = problem(roomy.post(path, data=body, headers=JSON), "malformed-json")
         assert detail in got["detail"]
 
 
@@ -420,6 +425,9 @@ def test_symbolic_answers_past_their_budget(
 ) -> None:
     from service import check
 
+    # As gunicorn's master does before forking: the first symbolic check of a process loads sympy
+    # for seconds, which would otherwise count against this request's own budget.
+    check.warm_up()
     monkeypatch.setattr(check, "SYMBOLIC_SECONDS", 1e-4)
     answers = {"derivatives": {"a": "b * (a + 1) ** 20 - b * (a + 1) ** 20 + b"}}
     body = {"expression": "a * b", "bindings": {"a": 1, "b": 2}, "answers": answers}

@@ -147,6 +147,7 @@ def test_bindings_override_declared_defaults() -> None:
     assert structure["output"] == "cost"
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(programs())
 def test_programs_build_micrograds_graph(case: ProgramCase) -> None:
@@ -166,6 +167,7 @@ def test_programs_build_micrograds_graph(case: ProgramCase) -> None:
     assert_micrograds_graph(document, case.text, case.bindings, case.output)
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(programs(max_statements=5))
 def test_program_gradients_match_sympy_and_finite_differences(case: ProgramCase) -> None:

@@ -36,6 +36,7 @@ def _same_bytes(text: str, bindings: dict[str, float], output: str | None = None
         assert evaluator.render(text, bindings, granularity, output) == orjson.dumps(whole)
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases())
 def test_a_rendered_expression_is_its_documents_bytes(case: Case) -> None:
@@ -43,6 +44,7 @@ def test_a_rendered_expression_is_its_documents_bytes(case: Case) -> None:
     _same_bytes(case.text, case.bindings)
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(programs())
 def test_a_rendered_program_is_its_documents_bytes(case: ProgramCase) -> None:
@@ -50,6 +52,7 @@ def test_a_rendered_program_is_its_documents_bytes(case: ProgramCase) -> None:
     _same_bytes(case.text, case.bindings, case.output)
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases(), st.lists(st.sampled_from(FIELDS), min_size=1, max_size=6))
 def test_a_selection_is_the_documents_parts(case: Case, names: list[str]) -> None:

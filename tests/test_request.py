@@ -58,22 +58,28 @@ def test_every_response_has_a_request_id(client: FlaskClient) -> None:
 BODY_LIMIT = 1024
 
 
+@pytest.fixture(scope="module")
+def limited() -> FlaskClient:
+    return make_app(MAX_BODY_BYTES=BODY_LIMIT).test_client()
+
+
 @pytest.mark.parametrize(
     ("size", "status"), [(BODY_LIMIT - 1, 200), (BODY_LIMIT, 200), (BODY_LIMIT + 1, 413)]
 )
 @pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
-def test_a_body_of_exactly_the_limit_is_accepted(size: int, status: int, chunked: bool) -> None:
-    client = make_app(MAX_BODY_BYTES=BODY_LIMIT).test_client()
+def test_a_body_of_exactly_the_limit_is_accepted(
+    limited: FlaskClient, size: int, status: int, chunked: bool
+) -> None:
     body = json.dumps(LESSON).encode().ljust(size)  # the same document at every size
     if chunked:  # as gunicorn hands a chunked body over: no length, the stream ends it
-        response = client.post(
+        response = limited.post(
             "/v1/gradients",
             input_stream=io.BytesIO(body),
             headers={**JSON, "Transfer-Encoding": "chunked"},
             environ_overrides={"wsgi.input_terminated": True},
         )
     else:
-        response = client.post("/v1/gradients", data=body, headers=JSON)
+        response = limited.post("/v1/gradients", data=body, headers=JSON)
     assert response.status_code == status, response.get_data()[:200]
     if status == 413:
         assert response.get_json()["type"].endswith("/body-too-large")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from hypothesis import HealthCheck, given, note, settings
 
 from service.errors import DomainError
@@ -54,6 +55,28 @@ def _twin(text: str, bindings: dict[str, float], output: str | None, granularity
     ]
 
 
+# Every operation, a shared node, a relu at its step, the edges of each domain, and a program with
+# a chosen output: the random expressions and programs below (slow) reach these and more.
+@pytest.mark.parametrize(
+    ("text", "bindings", "output"),
+    [
+        ("(a + b) * c", {"a": 2.0, "b": -3.0, "c": 10.0}, None),
+        ("a / b - 2 / a + -a ** 2 + a ^ 0.5", {"a": 1.5, "b": -0.25}, None),
+        ("tanh(a * b) / (1 + exp(-c)) + relu(a - c)", {"a": 1.0, "b": 2.0, "c": 3.0}, None),
+        ("log(a) * a ** -2.5 - relu(a - a) * b", {"a": 0.5, "b": 2.0}, None),
+        ("exp(a) * exp(a) + a ** 3 / a", {"a": 700.0}, None),
+        ("-0.0 * a + relu(-a)", {"a": -0.0}, None),
+        ("s = a * b\nout = s * s + s", {"a": 2.0, "b": 3.0}, None),
+        ("h = tanh(w * x)\nloss = (h - y) ** 2", {"w": 0.5, "x": 2.0, "y": 1.0}, "h"),
+    ],
+)
+def test_the_tape_is_the_engine_on_examples(
+    text: str, bindings: dict[str, float], output: str | None
+) -> None:
+    _twins(text, bindings, output)
+
+
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases(max_depth=5))
 def test_the_tape_is_the_engine_on_expressions(case: Case) -> None:
@@ -61,6 +84,7 @@ def test_the_tape_is_the_engine_on_expressions(case: Case) -> None:
     _twins(case.text, case.bindings)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(programs())
 def test_the_tape_is_the_engine_on_programs(case: ProgramCase) -> None:

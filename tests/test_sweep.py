@@ -108,6 +108,7 @@ def compiles(expression: str) -> list[str] | None:
         return None
 
 
+@pytest.mark.slow
 @sweep_settings
 @given(expressions(), numbers, numbers, st.integers(1, 40), st.data())
 def test_line_matches_the_engine_at_every_point(
@@ -126,6 +127,7 @@ def test_line_matches_the_engine_at_every_point(
         check_point(document, expression, {**bindings, varied: x}, i, document["value"][i])
 
 
+@pytest.mark.slow
 @sweep_settings
 @given(expressions(), st.lists(st.fixed_dictionaries({}, optional={"a": numbers, "b": numbers,
        "c": numbers}), min_size=1, max_size=12), st.data())  # fmt: skip
@@ -142,6 +144,7 @@ def test_points_match_the_engine_at_every_point(
         check_point(document, expression, {**bindings, **point}, i, document["value"][i])
 
 
+@pytest.mark.slow
 @sweep_settings
 @given(expressions(), numbers, numbers, st.integers(1, 6), st.integers(1, 6), st.data())
 def test_grid_matches_the_engine_at_every_point(
@@ -339,6 +342,7 @@ def programs(draw: st.DrawFn) -> str:
     return "\n".join(lines)
 
 
+@pytest.mark.slow
 @sweep_settings
 @given(programs(), numbers, numbers, st.integers(1, 12), st.data())
 def test_programs_match_the_engine_at_every_point(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gettext
 import re
 import string
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,6 @@ from babel.messages.extract import DEFAULT_KEYWORDS, extract_from_dir
 from babel.messages.pofile import read_po
 from flask.testing import FlaskClient
 
-from service.app import create_app
 from service.i18n import CATALOGUES, DOMAIN, Message, _, _n, localized, negotiate
 from service.kinds import KINDS
 
@@ -24,7 +24,8 @@ PLURAL_FORMS = {"ru": 3, "et": 2}
 CYRILLIC = re.compile("[а-яё]", re.IGNORECASE)
 
 
-def _extracted() -> dict[str | tuple[str, ...], str]:
+@cache  # read when a test first asks, not whenever the tests are collected
+def extracted() -> dict[str | tuple[str, ...], str]:
     """Every sentence marked in the code, with where it is written."""
     found: dict[str | tuple[str, ...], str] = {}
     for filename, lineno, message, _comments, _context in extract_from_dir(
@@ -34,17 +35,14 @@ def _extracted() -> dict[str | tuple[str, ...], str]:
     return found
 
 
-EXTRACTED = _extracted()
-
-
 def _placeholders(template: str) -> set[str]:
     return {name for _, name, _, _ in string.Formatter().parse(template) if name}
 
 
 def test_the_code_marks_sentences() -> None:
-    assert len(EXTRACTED) > 50
-    assert "Correct." in EXTRACTED
-    assert "Unbalanced parenthesis" in EXTRACTED  # the problem titles are translatable
+    assert len(extracted()) > 50
+    assert "Correct." in extracted()
+    assert "Unbalanced parenthesis" in extracted()  # the problem titles are translatable
 
 
 @pytest.mark.parametrize("locale", TRANSLATED)
@@ -55,7 +53,7 @@ def test_every_sentence_has_a_translation(locale: str) -> None:
     with path.open("rb") as file:
         catalogue = read_po(file, locale=locale)
     missing = []
-    for message_id, where in EXTRACTED.items():
+    for message_id, where in extracted().items():
         key = message_id[0] if isinstance(message_id, tuple) else message_id
         entry = catalogue.get(key)
         strings = entry.string if entry is not None else None
@@ -145,11 +143,6 @@ def test_a_message_renders_its_parameters_in_every_language() -> None:
 )
 def test_negotiation(accepted: list[str], locale: str) -> None:
     assert negotiate(accepted) == locale
-
-
-@pytest.fixture
-def client() -> FlaskClient:
-    return create_app({"TESTING": True}).test_client()
 
 
 @pytest.mark.parametrize(
