@@ -52,11 +52,12 @@ test: $(VENV)/.installed graphviz $(CHECKOV)
 
 # The fast loop while editing: lint and every test not marked `slow` (no property tests, server
 # processes, fuzzing, sweep of hostile inputs or spec regeneration); schemathesis' plugin is left
-# out, as only the slow tests/test_fuzz.py uses it. About 20 s on two cores that are also busy
-# with other work.
+# out, as only the slow tests/test_fuzz.py uses it. Bytecode is written even where the
+# environment sets PYTHONDONTWRITEBYTECODE, so the next run reuses pytest's rewritten test
+# modules instead of rewriting every assert again (about a second).
 check: $(VENV)/.installed
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q -m "not slow" -p no:schemathesis
+	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q -m "not slow" -p no:schemathesis
 
 # Strict type checking of service/ (settings in pyproject.toml).
 typecheck: $(VENV)/.installed

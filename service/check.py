@@ -501,7 +501,15 @@ def warm_up() -> None:
     from service.symbolic import relu
 
     a, b = sympy.symbols("a b", real=True)
-    sympy.simplify(sympy.exp(a) * sympy.tanh(b) / (a + 1) ** 2 - relu(a) * sympy.log(b) + a**0.5)
+    # Small expressions take simplify through every function of the language (relu is a
+    # Piecewise), powers and quotients, which is what loads its code; one large expression would
+    # load no more and spend seconds simplifying itself.
+    for expression in (
+        sympy.exp(a) * sympy.tanh(b),
+        (a + 1) ** 2 / (a + 1),
+        relu(a) * sympy.log(b) + a**0.5,
+    ):
+        sympy.simplify(expression)
 
 
 def _refuse_unknown(

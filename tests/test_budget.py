@@ -66,6 +66,7 @@ def test_the_outer_budget_is_reported_when_it_runs_out_first() -> None:
     assert stopped.value.kind == "outer"
 
 
+@pytest.mark.slow
 def test_an_inner_overrun_caught_leaves_the_outer_budget_in_force() -> None:
     with pytest.raises(BudgetExceeded) as stopped, time_budget(0.3, "outer"):
         with pytest.raises(BudgetExceeded), time_budget(0.05, "inner"):

@@ -136,6 +136,7 @@ def test_latex(expression: str, variable: str, tex: str, text: str, dtex: str) -
     assert item["symbolic"]["latex"] == dtex
 
 
+@pytest.mark.slow
 def test_the_text_reads_back_as_the_same_formula() -> None:
     document = differentiate("tanh(a * b) / (1 + exp(-c)) + relu(a - c)", {"a": 1, "b": 2, "c": 3})
     names = {name: sympy.Symbol(name, real=True) for name in "abc"}
@@ -245,6 +246,7 @@ def test_the_node_limit_is_checked_before_sympy_sees_anything() -> None:
     assert "5 operators" in refused.value.message
 
 
+@pytest.mark.slow
 def test_the_time_budget_stops_sympy() -> None:
     quick = Differentiator(limits=SymbolicLimits(seconds=0.2))
     start = time.perf_counter()
@@ -322,6 +324,7 @@ def test_the_shipping_cost_program() -> None:
     assert cheap["agree"] is True
 
 
+@pytest.mark.slow
 def test_the_output_names_what_is_differentiated() -> None:
     program = "h = tanh(w * x)\nloss = (h - y) ** 2"
     bindings = {"w": 0.5, "x": 2.0, "y": 1.0}

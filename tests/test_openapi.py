@@ -118,14 +118,23 @@ def _spent(seconds: float, kind: str) -> Iterator[None]:
     yield
 
 
+@pytest.fixture(scope="module")
+def every_body_heavy() -> Flask:
+    return make_app(HEAVY_REQUEST_BYTES=1)
+
+
 @pytest.mark.parametrize(("path", "method"), [(path, method) for path, method, _ in operations()])
 def test_every_operation_runs_within_the_bounds_and_documents_their_503(
-    path: str, method: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    path: str,
+    method: str,
+    every_body_heavy: Flask,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     documented = resolved(SPEC["paths"][path][method]["responses"]["503"])
     assert "Retry-After" in documented["headers"]
     examples = documented["content"]["application/problem+json"]["examples"]
-    client = make_app(HEAVY_REQUEST_BYTES=1).test_client()
+    client = every_body_heavy.test_client()
     # Past the time budget, and heavy (any body) with every slot of a server of three workers held.
     monkeypatch.setattr(costs, "time_budget", _spent)
     refused = [client.open(path, method=method)]

@@ -90,6 +90,7 @@ def test_a_grid_as_json_has_rows_for_the_first_name(client: FlaskClient) -> None
     assert document["gradients"]["y"][3][7] == pytest.approx(x, rel=1e-12)
 
 
+@pytest.mark.slow
 def test_png_and_the_get_form(client: FlaskClient) -> None:
     png = client.post("/v1/sweep", json=LINE, headers={"Accept": "image/png"})
     assert png.mimetype == "image/png" and png.data.startswith(b"\x89PNG\r\n\x1a\n")
