@@ -17,8 +17,6 @@ import keyword
 import math
 import re
 import unicodedata
-from collections import deque
-from collections.abc import Iterator
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -188,15 +186,19 @@ class Token:
 
 _TOKEN = re.compile(
     r"""
-    (?P<space>[ \t\r]+)
-  | (?P<newline>\n)
-  | (?P<comment>\#[^\n]*)
-  | (?P<number>(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)
-  | (?P<name>[A-Za-z_][A-Za-z0-9_]*)
-  | (?P<augmented>\*\*=|[-+*/]=)
-  | (?P<op>\*\*|//|[-+*/^])
-  | (?P<equals>==?)
-  | (?P<punctuation>[(),;.])
+    [ \t\r]*  # the space before a token belongs to it, so one match is one token
+    (?:
+        (?P<newline>\n)
+      | (?P<comment>\#[^\n]*)
+      | (?P<number>(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)
+      | (?P<name>[A-Za-z_][A-Za-z0-9_]*)
+      | (?P<augmented>\*\*=|[-+*/]=)
+      | (?P<op>\*\*|//|[-+*/^])
+      | (?P<equals>==?)
+      | (?P<punctuation>[(),;.])
+      | (?P<end>\Z)
+      | (?P<bad>.)  # a character no token takes
+    )
     """,
     re.VERBOSE | re.ASCII,
 )
@@ -225,47 +227,61 @@ _UNSUPPORTED: dict[str, Message] = {
 }
 
 
-def _tokens(text: str, limits: Limits) -> Iterator[Token]:
-    """The tokens of `text`, lazily, so the first error reported is the first in the text.
+def _tokens(text: str, limits: Limits) -> tuple[list[Token], ExpressionError | None]:
+    """The tokens of `text` in one scan, ending with an `end` token; and the first error in the
+    text, if there is one, in place of the tokens after it.
 
-    After the text, `end` tokens follow for ever, so a parser may look ahead freely.
+    The parser raises that error only when it reaches it (see `_Stream`), so the first error
+    reported is the first in the text, whether the parser or this scan finds it.
     """
-    pos, length = 0, len(text)
+    tokens: list[Token] = []
+    append = tokens.append
     longest = limits.max_identifier_length
-    # One scan of the text; a gap between two matches is a character no token takes.
     for match in _TOKEN.finditer(text):
-        if match.start() != pos:
-            break
-        kind, end = match.lastgroup, match.end()
-        if kind == "name" and end - pos > longest:
-            raise LimitExceeded(
-                "identifier_too_long",
-                _(
-                    "the name starting '{start}' is {length} characters long; names have at most "
-                    "{maximum}",
-                    start=text[pos : pos + 16],
-                    length=end - pos,
-                    maximum=limits.max_identifier_length,
-                ),
-                (pos, end),
-                "max_identifier_length",
-                limits.max_identifier_length,
-            )
-        if kind == "op" and end - pos == 2 and text[pos] == "/":
-            raise ExpressionError(
-                "unsupported_syntax", _("floor division // is not supported; use /"), (pos, end)
-            )
-        if kind == "name" or kind == "number" or kind == "op":
-            yield Token(kind, match.group(), pos, end)
+        kind = match.lastgroup
+        assert kind is not None  # every alternative is a named group
+        start, end = match.span(kind)
+        if kind == "name":
+            if end - start > longest:
+                append(Token("end", "", start, start))
+                return tokens, _too_long(text, start, end, limits)
+            append(Token(kind, match[kind], start, end))
+        elif kind == "op":
+            if end - start == 2 and text[start] == "/":
+                append(Token("end", "", start, start))
+                return tokens, ExpressionError(
+                    "unsupported_syntax",
+                    _("floor division // is not supported; use /"),
+                    (start, end),
+                )
+            append(Token(kind, match[kind], start, end))
         elif kind == "punctuation" or kind == "equals":
-            yield Token(match.group(), match.group(), pos, end)
-        elif kind == "newline" or kind == "augmented":
-            yield Token(kind, match.group(), pos, end)
-        pos = end
-    if pos < length:
-        raise _bad_character(text, pos)
-    while True:
-        yield Token("end", "", length, length)
+            punctuation = match[kind]
+            append(Token(punctuation, punctuation, start, end))
+        elif kind == "number" or kind == "newline" or kind == "augmented":
+            append(Token(kind, match[kind], start, end))
+        elif kind == "end":
+            break
+        elif kind == "bad":
+            append(Token("end", "", start, start))
+            return tokens, _bad_character(text, start)
+    append(Token("end", "", len(text), len(text)))
+    return tokens, None
+
+
+def _too_long(text: str, start: int, end: int, limits: Limits) -> LimitExceeded:
+    return LimitExceeded(
+        "identifier_too_long",
+        _(
+            "the name starting '{start}' is {length} characters long; names have at most {maximum}",
+            start=text[start : start + 16],
+            length=end - start,
+            maximum=limits.max_identifier_length,
+        ),
+        (start, end),
+        "max_identifier_length",
+        limits.max_identifier_length,
+    )
 
 
 # Operator look-alikes from word processors and maths fonts, and what to type instead.
@@ -329,19 +345,31 @@ def _bad_character(text: str, pos: int) -> ExpressionError:
 
 
 class _Stream:
-    """Tokens with look-ahead."""
+    """The tokens by position, with look-ahead: past the last, the `end` token for ever, or the
+    text's first lexical error, raised when the parser reaches where it is."""
 
-    def __init__(self, tokens: Iterator[Token]) -> None:
-        self.tokens = tokens
-        self.buffer: deque[Token] = deque()
+    def __init__(self, text: str, limits: Limits) -> None:
+        self.tokens, self.error = _tokens(text, limits)
+        self.last = len(self.tokens) - 1  # the `end` token, or the error's place
+        self.position = 0
 
     def next(self) -> Token:
-        return self.buffer.popleft() if self.buffer else next(self.tokens)
+        position = self.position
+        if position < self.last:
+            self.position = position + 1
+            return self.tokens[position]
+        return self.final()
 
     def peek(self, ahead: int = 0) -> Token:
-        while len(self.buffer) <= ahead:
-            self.buffer.append(next(self.tokens))
-        return self.buffer[ahead]
+        position = self.position + ahead
+        if position < self.last:
+            return self.tokens[position]
+        return self.final()
+
+    def final(self) -> Token:
+        if self.error is not None:
+            raise self.error
+        return self.tokens[self.last]
 
     def peek_past_newlines(self) -> Token:
         ahead = 0
@@ -401,7 +429,7 @@ class _Program:
     def __init__(self, text: str, limits: Limits) -> None:
         self.text = text
         self.limits = limits
-        self.stream = _Stream(_tokens(text, limits))
+        self.stream = _Stream(text, limits)
         self.bound: dict[str, _Binding] = {}
         self.read_as_input: dict[str, Span] = {}  # names read before any assignment: inputs
         self.defaults: dict[str, float] = {}
@@ -711,12 +739,13 @@ class _Program:
             self.node_count += 1  # checked with the next operation: every input is an operand
         return Node("variable", token.span, name=name)
 
-    def declare(self, name: str, value: Node, span: Span) -> Node:
+    def declare(self, name: str, value: Node, written: Span, span: Span) -> Node:
+        """`name = Value(value)`: `written` is where the value is, `span` the whole call."""
         if not value.is_constant:
             raise ExpressionError(
                 "unsupported_syntax",
                 _("Value() takes a number: the input's default value, as in Value(2.0)"),
-                value.span,
+                written,
             )
         if name in self.defaults:
             line = line_column(self.text, self.declared_at[name][0])[0]
@@ -831,6 +860,10 @@ class _Expression:
         self.declared: Node | None = None
         self.in_tuple = in_tuple  # `,` ends this expression: a value of `a, b = x, y`
         self.operands: list[Node] = []
+        # Where each operand is written here. A name's node may be shared with the statement that
+        # assigned it, whose span it keeps, so an operation's span comes from these, not from
+        # its operands' own spans.
+        self.spans: list[Span] = []
         self.pending: list[_Pending] = []
         self.brackets = 0  # open parentheses and calls among `pending`
         self.after = after
@@ -843,15 +876,19 @@ class _Expression:
             token = self.stream.next()
             if token.kind == "newline" and self.continues(expect_operand):
                 continue
+            # Where the expression ends so far: set before the token is handled, as `.relu()`
+            # reads on to its `)` and sets it there.
             if expect_operand:
+                self.end = token.end
                 expect_operand = self.operand_position(token, previous)
             elif token.kind in _ENDS_OR_COMMA and self.ends(token):
                 break
             else:
+                self.end = token.end
                 expect_operand = self.operator_position(token, previous)
             previous = token
-            self.end = token.end
         root = self.operands.pop()
+        self.spans.pop()
         if self.declared is not None and root is not self.declared:
             raise ExpressionError(
                 "unsupported_syntax",
@@ -894,7 +931,9 @@ class _Expression:
     # A token where an operand must start: a number, a name, a call, '(' or a sign.
     def operand_position(self, token: Token, previous: Token | None) -> bool:
         if token.kind == "number":
-            self.operands.append(self.constant(token))
+            node = self.constant(token)
+            self.operands.append(node)
+            self.spans.append(node.span)
             return False
         if token.kind == "name":
             return self.name(token)
@@ -968,6 +1007,7 @@ class _Expression:
             # `lambda x`, `not a`: the juxtaposition names the keyword
             raise self.juxtaposition(following, token)
         self.operands.append(self.program.read(token))
+        self.spans.append(token.span)
         return False
 
     def function_as_variable(self, token: Token, following: Token) -> ExpressionError:
@@ -1049,8 +1089,7 @@ class _Expression:
         if opener.kind == "call":
             self.finish_call(opener, token)
         else:
-            # The span grows to take in the parentheses, so errors point at what was written.
-            self.operands[-1].span = (opener.start, token.end)
+            self.grow(opener.start, token.end)
 
     def comma(self, token: Token) -> None:
         while self.pending and self.pending[-1].kind in ("binary", "prefix"):
@@ -1062,7 +1101,7 @@ class _Expression:
     def method(self, dot: Token) -> None:
         """`x.relu()`: the function form applied to the operand just read."""
         name = self.stream.next()
-        operand = self.operands[-1]
+        operand, written = self.operands[-1], self.spans[-1]
         if name.kind != "name":
             raise ExpressionError(
                 "unsupported_syntax",
@@ -1100,9 +1139,10 @@ class _Expression:
                 "wrong_arity", message, (dot.start, closing.end if end < 0 else end + 1)
             )
         self.operands.pop()
-        self.operands.append(
-            self.program.make(name.text, (operand,), (operand.span[0], closing.end))
-        )
+        self.spans.pop()
+        span = (written[0], closing.end)
+        self.operands.append(self.program.make(name.text, (operand,), span))
+        self.spans.append(span)
         self.end = closing.end
 
     def juxtaposition(self, token: Token, previous: Token | None) -> ExpressionError:
@@ -1163,7 +1203,7 @@ class _Expression:
         if count != 1:
             raise _arity(opener, count, span)
         if opener.op == _DECLARE:
-            value = self.operands.pop()
+            value, written = self.operands.pop(), self.spans.pop()
             assert self.declaring is not None
             if self.declared is not None:
                 raise ExpressionError(
@@ -1171,8 +1211,9 @@ class _Expression:
                     _("Value(...) declares an input on a line of its own: name = Value(number)"),
                     span,
                 )
-            self.declared = self.program.declare(self.declaring, value, span)
+            self.declared = self.program.declare(self.declaring, value, written, span)
             self.operands.append(self.declared)
+            self.spans.append(span)
             return
         self.apply(opener.op, 1, span)
 
@@ -1194,27 +1235,39 @@ class _Expression:
 
     def reduce(self) -> None:
         entry = self.pending.pop()
+        spans = self.spans
         if entry.kind == "prefix":
-            operand = self.operands[-1]
             if entry.op == "pos":  # unary plus changes nothing and adds no node
-                operand.span = (entry.start, operand.span[1])
+                self.grow(entry.start, spans[-1][1])
                 return
-            self.apply(entry.op, 1, (entry.start, operand.span[1]))
+            self.apply(entry.op, 1, (entry.start, spans[-1][1]))
             return
-        left, right = self.operands[-2], self.operands[-1]
-        span = (left.span[0], right.span[1])
+        span = (spans[-2][0], spans[-1][1])
         if entry.op == "**":
+            right = self.operands[-1]
             if not right.is_constant:
-                raise _variable_exponent(left, right)
+                raise _variable_exponent(self.operands[-2], spans[-1])
             self.operands.pop()
+            spans.pop()
             self.apply("**", 1, span, exponent=right.value)
             return
         self.apply(entry.op, 2, span)
 
+    def grow(self, start: int, end: int) -> None:
+        """The last operand is written from `start` to `end` (in parentheses, after a `+`)."""
+        operand, written = self.operands[-1], (start, end)
+        if operand.span == self.spans[-1]:
+            # Made in this expression: its span takes in what was written, so errors point
+            # at it. A node shared with an earlier statement keeps that statement's span.
+            operand.span = written
+        self.spans[-1] = written
+
     def apply(self, op: str, arity: int, span: Span, exponent: float | None = None) -> None:
         args = tuple(self.operands[-arity:])
         del self.operands[-arity:]
+        del self.spans[-arity:]
         self.operands.append(self.program.make(op, args, span, exponent))
+        self.spans.append(span)
 
     def constant(self, token: Token) -> Node:
         value = float(token.text)
@@ -1273,7 +1326,7 @@ def _unknown_function(token: Token, opening: Token) -> ExpressionError:
     return ExpressionError("unknown_function", message, span)
 
 
-def _variable_exponent(left: Node, right: Node) -> ExpressionError:
+def _variable_exponent(left: Node, exponent: Span) -> ExpressionError:
     if left.is_constant:
         message = _(
             "the exponent must be a constant: this engine's `**` differentiates only the base, "
@@ -1285,7 +1338,7 @@ def _variable_exponent(left: Node, right: Node) -> ExpressionError:
             "so a variable exponent would silently get a zero gradient; write "
             "exp(log(base) * exponent) instead"
         )
-    return ExpressionError("variable_exponent", message, right.span)
+    return ExpressionError("variable_exponent", message, exponent)
 
 
 def parse(
