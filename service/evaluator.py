@@ -421,10 +421,10 @@ class Evaluator:
         self, expression: str, granularity: str = DEFAULT_GRANULARITY, output: str | None = None
     ) -> dict[str, Any]:
         """The graph without numbers, and the inputs to bind: for laying out the graph."""
-        compiled = self.compile(expression, granularity, output)
-        parsed = compiled.parsed
-        with _no_cycle_collection():
+        with _no_cycle_collection():  # one region for the request: see `_no_cycle_collection`
+            compiled = self.compile(expression, granularity, output)
             nodes = [_shape_document(template) for template in compiled.templates]
+        parsed = compiled.parsed
         return {
             "expression": expression,
             "granularity": granularity,
@@ -446,9 +446,9 @@ class Evaluator:
         output: str | None = None,
     ) -> dict[str, Any]:
         """Value, gradients, graph, forward order and backward schedule for these bindings."""
-        compiled = self.compile(expression, granularity, output)
-        env = self.bind(compiled.parsed, bindings or {})
         with _no_cycle_collection():
+            compiled = self.compile(expression, granularity, output)
+            env = self.bind(compiled.parsed, bindings or {})
             return _document(expression, compiled, _evaluation(expression, compiled, env))
 
     def render(
@@ -464,9 +464,9 @@ class Evaluator:
         The whole document's bytes are exactly `orjson.dumps(evaluate(...))`; a selection keeps
         the document's keys in its order and adds `nodes`, the node columns asked for."""
         selection = select(fields)
-        compiled = self.compile(expression, granularity, output)
-        env = self.bind(compiled.parsed, bindings or {})
         with _no_cycle_collection():
+            compiled = self.compile(expression, granularity, output)
+            env = self.bind(compiled.parsed, bindings or {})
             skeleton = compiled.skeleton(expression, selection)
             return skeleton.render(_evaluation(expression, compiled, env))
 
@@ -882,7 +882,11 @@ def _no_cycle_collection() -> Iterator[None]:
     per graph node (tree nodes, `Value`s, tuples, documents), none of them in a cycle, and free
     them by reference counting. A collection triggered on the way would only traverse them, and
     all that is alive besides, for nothing; and as a large program's young objects outgrow each
-    generation's threshold the collector's passes over them add up to more than linear time."""
+    generation's threshold the collector's passes over them add up to more than linear time.
+
+    A request is one such region, so the next collection after it goes once over what the
+    request kept (the compiled program when it is cached, the document), not once per stage.
+    Regions nest: only the outermost turns the collector back on."""
     enabled = gc.isenabled()
     gc.disable()
     try:

@@ -167,18 +167,14 @@ class Lines:
 
 
 class Token:
-    __slots__ = ("end", "kind", "start", "text")
+    __slots__ = ("end", "kind", "span", "start", "text")
 
-    def __init__(self, kind: str, text: str, start: int, end: int) -> None:
+    def __init__(self, kind: str, text: str, span: Span) -> None:
         # "number", "name", "op", "augmented", "=", "(", ")", ",", ".", ";", "newline", "end"
         self.kind = kind
         self.text = text
-        self.start = start
-        self.end = end
-
-    @property
-    def span(self) -> Span:
-        return (self.start, self.end)
+        self.span = span  # [start, end) in the text: most tokens end up as a node's span
+        self.start, self.end = span
 
     def __repr__(self) -> str:
         return f"Token({self.kind!r}, {self.text!r}, {self.start}, {self.end})"
@@ -240,32 +236,31 @@ def _tokens(text: str, limits: Limits) -> tuple[list[Token], ExpressionError | N
     for match in _TOKEN.finditer(text):
         kind = match.lastgroup
         assert kind is not None  # every alternative is a named group
-        start, end = match.span(kind)
+        span = match.span(kind)
         if kind == "name":
-            if end - start > longest:
-                append(Token("end", "", start, start))
-                return tokens, _too_long(text, start, end, limits)
-            append(Token(kind, match[kind], start, end))
+            if span[1] - span[0] > longest:
+                append(Token("end", "", (span[0], span[0])))
+                return tokens, _too_long(text, *span, limits)
+            append(Token(kind, match[kind], span))
         elif kind == "op":
-            if end - start == 2 and text[start] == "/":
-                append(Token("end", "", start, start))
+            written = match[kind]
+            if written == "//":
+                append(Token("end", "", (span[0], span[0])))
                 return tokens, ExpressionError(
-                    "unsupported_syntax",
-                    _("floor division // is not supported; use /"),
-                    (start, end),
+                    "unsupported_syntax", _("floor division // is not supported; use /"), span
                 )
-            append(Token(kind, match[kind], start, end))
+            append(Token(kind, written, span))
         elif kind == "punctuation" or kind == "equals":
             punctuation = match[kind]
-            append(Token(punctuation, punctuation, start, end))
+            append(Token(punctuation, punctuation, span))
         elif kind == "number" or kind == "newline" or kind == "augmented":
-            append(Token(kind, match[kind], start, end))
+            append(Token(kind, match[kind], span))
         elif kind == "end":
             break
         elif kind == "bad":
-            append(Token("end", "", start, start))
-            return tokens, _bad_character(text, start)
-    append(Token("end", "", len(text), len(text)))
+            append(Token("end", "", (span[0], span[0])))
+            return tokens, _bad_character(text, span[0])
+    append(Token("end", "", (len(text), len(text))))
     return tokens, None
 
 
@@ -392,6 +387,8 @@ _STATEMENT_ENDS = ("newline", ";", "end")
 _ENDS_OR_COMMA = frozenset((*_STATEMENT_ENDS, ","))
 _DECLARE = "Value"  # `name = Value(number)` declares an input
 _METHODS = (*FUNCTIONS, "backward")
+# Names that are not variables: one test, in the common case, for what `name` refuses.
+_NOT_VARIABLES = frozenset((*FUNCTIONS, _DECLARE, *keyword.kwlist))
 # Python statements that are not part of the language, with what to tell the learner.
 _KEYWORD_STATEMENTS: dict[str, Message] = {
     "import": _("remove the import line: Value is built in"),
@@ -413,16 +410,6 @@ _KEYWORD_STATEMENTS: dict[str, Message] = {
 }
 
 
-class _Binding:
-    """What a name refers to at this point of the program."""
-
-    __slots__ = ("node", "span")
-
-    def __init__(self, node: Node, span: Span) -> None:
-        self.node = node
-        self.span = span  # the statement that bound it
-
-
 class _Program:
     """Reads statements one after another, binding names to shared tree nodes."""
 
@@ -430,13 +417,14 @@ class _Program:
         self.text = text
         self.limits = limits
         self.stream = _Stream(text, limits)
-        self.bound: dict[str, _Binding] = {}
+        self.bound: dict[str, Node] = {}  # what each assigned name refers to at this point
         self.read_as_input: dict[str, Span] = {}  # names read before any assignment: inputs
         self.defaults: dict[str, float] = {}
         self.declared_at: dict[str, Span] = {}
         self.assignments: list[tuple[str, Node, Span]] = []
         self.statements = 0
         self.node_count = 0  # over every statement: bounds the work whatever the output is
+        self.made = 0  # tree nodes made: when the output's tree has them all, none is unused
         self.last: Node | None = None
         self.last_name: str | None = None
         self.backward: tuple[str, Node, Span] | None = None
@@ -573,7 +561,7 @@ class _Program:
             name = target.text
             if node.kind == "operation" and node.assigned is None:
                 node.assigned = name
-            self.bound[name] = _Binding(node, span)
+            self.bound[name] = node
             self.assignments.append((name, node, span))
         self.last, self.last_name = values[-1], targets[-1].text
 
@@ -586,8 +574,8 @@ class _Program:
                 operator.span,
             )
         self.check_target(target)
-        binding = self.bound.get(name)
-        if binding is None:
+        bound = self.bound.get(name)
+        if bound is None:
             raise ExpressionError(
                 "used_before_assignment",
                 _(
@@ -599,10 +587,10 @@ class _Program:
             )
         right = self.expression(operator)
         span = (target.start, self.previous_end)
-        node = self.make(_AUGMENTED[operator.text], (binding.node, right), span)
+        node = self.make(_AUGMENTED[operator.text], (bound, right), span)
         if node.kind == "operation":
             node.assigned = name
-        self.bound[name] = _Binding(node, span)
+        self.bound[name] = node
         self.assignments.append((name, node, span))
         self.last, self.last_name = node, name
 
@@ -621,8 +609,8 @@ class _Program:
             closing = self.stream.next()
         span = (target.start, closing.end)
         name = target.text
-        binding = self.bound.get(name)
-        if binding is None:
+        bound = self.bound.get(name)
+        if bound is None:
             raise ExpressionError(
                 "used_before_assignment",
                 _(
@@ -641,7 +629,7 @@ class _Program:
                 ),
                 span,
             )
-        self.backward = (name, binding.node, span)
+        self.backward = (name, bound, span)
         self.end_statement()
 
     def end_statement(self) -> None:
@@ -668,6 +656,7 @@ class _Program:
         """An operation node, or the constant it folds to when every operand is one."""
         node = Node("operation", span, op=op, args=args, exponent=exponent)
         constants = tuple([arg.kind == "constant" for arg in args])
+        self.made += 1
         if all(constants):
             return Node("constant", span, value=self.fold(node))
         self.node_count += _NODES[op, constants]
@@ -731,12 +720,13 @@ class _Program:
     def read(self, token: Token) -> Node:
         """The node a name refers to: what it was bound to, or an input."""
         name = token.text
-        binding = self.bound.get(name)
-        if binding is not None:
-            return binding.node
+        bound = self.bound.get(name)
+        if bound is not None:
+            return bound
         if name not in self.read_as_input:
             self.read_as_input[name] = token.span
             self.node_count += 1  # checked with the next operation: every input is an operand
+        self.made += 1
         return Node("variable", token.span, name=name)
 
     def declare(self, name: str, value: Node, written: Span, span: Span) -> Node:
@@ -762,6 +752,9 @@ class _Program:
         self.defaults[name] = value.value
         self.declared_at[name] = span
         self.node_count += 1
+        if value.span != written:  # a constant from an earlier statement: still its own node
+            self.made += 1
+        # else the number written in the call gives way to the input's node
         node = Node("variable", span, name=name)
         node.assigned = name
         return node
@@ -770,10 +763,11 @@ class _Program:
 
     def output(self, requested: str | None) -> tuple[Node, str | None]:
         if requested is not None:
-            binding = self.bound.get(requested)
-            if binding is not None:
-                return binding.node, requested
+            bound = self.bound.get(requested)
+            if bound is not None:
+                return bound, requested
             if requested in self.read_as_input:
+                self.made += 1
                 return Node("variable", self.read_as_input[requested], name=requested), requested
             from service.errors import BindingError
 
@@ -797,20 +791,25 @@ class _Program:
                 self.text, root, tuple(self.read_as_input), max(self.node_count, 1)
             )
         order = postorder(root)
-        variables: dict[str, None] = {}
-        count = 0
-        for node in order:
-            if node.kind == "variable":
-                if node.name not in variables:
-                    variables[node.name] = None
-                    count += 1
-            elif node.kind == "operation":
-                count += _NODES[node.op, tuple([a.kind == "constant" for a in node.args])]
+        variables = dict.fromkeys(node.name for node in order if node.kind == "variable")
+        unused: tuple[tuple[str, Span], ...]
+        if len(order) == self.made:
+            # The output uses every node the statements made (the common case), so it builds
+            # all the parser counted, and no assignment is unused.
+            count, unused = self.node_count, ()
+        else:
+            count = len(variables) + sum(
+                _NODES[node.op, tuple([a.kind == "constant" for a in node.args])]
+                for node in order
+                if node.kind == "operation"
+            )
+            reachable = {id(node) for node in order}
+            unused = tuple(
+                (target, span)
+                for target, node, span in self.assignments
+                if id(node) not in reachable
+            )
         self.check_nodes(root.span, count)
-        reachable = {id(node) for node in order}
-        unused = tuple(
-            (target, span) for target, node, span in self.assignments if id(node) not in reachable
-        )
         if root.kind == "constant" and variables:  # pragma: no cover - folding invariant
             raise AssertionError("a constant output has no inputs")
         parsed = ParsedExpression(
@@ -849,6 +848,11 @@ class _Pending:
 class _Expression:
     """One expression, from the stream's next token to the end of its statement."""
 
+    __slots__ = (
+        "after", "brackets", "declared", "declaring", "end", "in_tuple", "limits", "operands",
+        "pending", "program", "spans", "stream", "text",
+    )  # fmt: skip
+
     def __init__(
         self, program: _Program, after: Token | None, declaring: str | None, in_tuple: bool
     ) -> None:
@@ -872,8 +876,9 @@ class _Expression:
     def parse(self) -> Node:
         expect_operand = True
         previous: Token | None = self.after
+        next_token = self.stream.next
         while True:
-            token = self.stream.next()
+            token = next_token()
             if token.kind == "newline" and self.continues(expect_operand):
                 continue
             # Where the expression ends so far: set before the token is handled, as `.relu()`
@@ -1001,11 +1006,12 @@ class _Expression:
         if following.kind == "(":
             self.call(token, self.stream.next())
             return True
-        if token.text in FUNCTIONS or token.text == _DECLARE:
-            raise self.function_as_variable(token, following)
-        if keyword.iskeyword(token.text) and following.kind in ("name", "number"):
-            # `lambda x`, `not a`: the juxtaposition names the keyword
-            raise self.juxtaposition(following, token)
+        if token.text in _NOT_VARIABLES:
+            if token.text in FUNCTIONS or token.text == _DECLARE:
+                raise self.function_as_variable(token, following)
+            if following.kind in ("name", "number"):
+                # `lambda x`, `not a`: the juxtaposition names the keyword
+                raise self.juxtaposition(following, token)
         self.operands.append(self.program.read(token))
         self.spans.append(token.span)
         return False
@@ -1272,6 +1278,7 @@ class _Expression:
     def constant(self, token: Token) -> Node:
         value = float(token.text)
         self.program.check_magnitude(value, token.span, "number", token.text)
+        self.program.made += 1
         return Node("constant", token.span, value=value)
 
 
