@@ -391,7 +391,8 @@ class Evaluator:
                 return compiled
             self.misses += 1
         try:
-            compiled = Compiled(parse(expression, self.limits, output), granularity)
+            with _no_cycle_collection():
+                compiled = Compiled(parse(expression, self.limits, output), granularity)
         except DomainError as error:  # a constant divisor of 0, whatever the bindings
             raise error.at(expression) from None
         size = len(compiled.templates)
@@ -420,9 +421,10 @@ class Evaluator:
         self, expression: str, granularity: str = DEFAULT_GRANULARITY, output: str | None = None
     ) -> dict[str, Any]:
         """The graph without numbers, and the inputs to bind: for laying out the graph."""
-        compiled = self.compile(expression, granularity, output)
+        with _no_cycle_collection():  # one region for the request: see `_no_cycle_collection`
+            compiled = self.compile(expression, granularity, output)
+            nodes = [_shape_document(template) for template in compiled.templates]
         parsed = compiled.parsed
-        nodes = [_shape_document(template) for template in compiled.templates]
         return {
             "expression": expression,
             "granularity": granularity,
@@ -444,9 +446,9 @@ class Evaluator:
         output: str | None = None,
     ) -> dict[str, Any]:
         """Value, gradients, graph, forward order and backward schedule for these bindings."""
-        compiled = self.compile(expression, granularity, output)
-        env = self.bind(compiled.parsed, bindings or {})
         with _no_cycle_collection():
+            compiled = self.compile(expression, granularity, output)
+            env = self.bind(compiled.parsed, bindings or {})
             return _document(expression, compiled, _evaluation(expression, compiled, env))
 
     def render(
@@ -462,10 +464,10 @@ class Evaluator:
         The whole document's bytes are exactly `orjson.dumps(evaluate(...))`; a selection keeps
         the document's keys in its order and adds `nodes`, the node columns asked for."""
         selection = select(fields)
-        compiled = self.compile(expression, granularity, output)
-        env = self.bind(compiled.parsed, bindings or {})
-        skeleton = compiled.skeleton(expression, selection)
         with _no_cycle_collection():
+            compiled = self.compile(expression, granularity, output)
+            env = self.bind(compiled.parsed, bindings or {})
+            skeleton = compiled.skeleton(expression, selection)
             return skeleton.render(_evaluation(expression, compiled, env))
 
     def bind(self, parsed: ParsedExpression, bindings: Mapping[str, float]) -> dict[str, Value]:
@@ -876,9 +878,15 @@ _SKELETONS = 4
 
 @contextlib.contextmanager
 def _no_cycle_collection() -> Iterator[None]:
-    """Without the cycle collector: an evaluation allocates an object or more per graph node and
-    frees them by reference counting (a graph has no cycles), so a collection triggered on the
-    way would only traverse them, and all that is alive besides, for nothing."""
+    """Without the cycle collector: parsing, compiling and evaluating allocate several objects
+    per graph node (tree nodes, `Value`s, tuples, documents), none of them in a cycle, and free
+    them by reference counting. A collection triggered on the way would only traverse them, and
+    all that is alive besides, for nothing; and as a large program's young objects outgrow each
+    generation's threshold the collector's passes over them add up to more than linear time.
+
+    A request is one such region, so the next collection after it goes once over what the
+    request kept (the compiled program when it is cached, the document), not once per stage.
+    Regions nest: only the outermost turns the collector back on."""
     enabled = gc.isenabled()
     gc.disable()
     try:

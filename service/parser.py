@@ -17,8 +17,6 @@ import keyword
 import math
 import re
 import unicodedata
-from collections import deque
-from collections.abc import Iterator
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -169,18 +167,14 @@ class Lines:
 
 
 class Token:
-    __slots__ = ("end", "kind", "start", "text")
+    __slots__ = ("end", "kind", "span", "start", "text")
 
-    def __init__(self, kind: str, text: str, start: int, end: int) -> None:
+    def __init__(self, kind: str, text: str, span: Span) -> None:
         # "number", "name", "op", "augmented", "=", "(", ")", ",", ".", ";", "newline", "end"
         self.kind = kind
         self.text = text
-        self.start = start
-        self.end = end
-
-    @property
-    def span(self) -> Span:
-        return (self.start, self.end)
+        self.span = span  # [start, end) in the text: most tokens end up as a node's span
+        self.start, self.end = span
 
     def __repr__(self) -> str:
         return f"Token({self.kind!r}, {self.text!r}, {self.start}, {self.end})"
@@ -188,15 +182,19 @@ class Token:
 
 _TOKEN = re.compile(
     r"""
-    (?P<space>[ \t\r]+)
-  | (?P<newline>\n)
-  | (?P<comment>\#[^\n]*)
-  | (?P<number>(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)
-  | (?P<name>[A-Za-z_][A-Za-z0-9_]*)
-  | (?P<augmented>\*\*=|[-+*/]=)
-  | (?P<op>\*\*|//|[-+*/^])
-  | (?P<equals>==?)
-  | (?P<punctuation>[(),;.])
+    [ \t\r]*  # the space before a token belongs to it, so one match is one token
+    (?:
+        (?P<newline>\n)
+      | (?P<comment>\#[^\n]*)
+      | (?P<number>(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)
+      | (?P<name>[A-Za-z_][A-Za-z0-9_]*)
+      | (?P<augmented>\*\*=|[-+*/]=)
+      | (?P<op>\*\*|//|[-+*/^])
+      | (?P<equals>==?)
+      | (?P<punctuation>[(),;.])
+      | (?P<end>\Z)
+      | (?P<bad>.)  # a character no token takes
+    )
     """,
     re.VERBOSE | re.ASCII,
 )
@@ -225,47 +223,60 @@ _UNSUPPORTED: dict[str, Message] = {
 }
 
 
-def _tokens(text: str, limits: Limits) -> Iterator[Token]:
-    """The tokens of `text`, lazily, so the first error reported is the first in the text.
+def _tokens(text: str, limits: Limits) -> tuple[list[Token], ExpressionError | None]:
+    """The tokens of `text` in one scan, ending with an `end` token; and the first error in the
+    text, if there is one, in place of the tokens after it.
 
-    After the text, `end` tokens follow for ever, so a parser may look ahead freely.
+    The parser raises that error only when it reaches it (see `_Stream`), so the first error
+    reported is the first in the text, whether the parser or this scan finds it.
     """
-    pos, length = 0, len(text)
+    tokens: list[Token] = []
+    append = tokens.append
     longest = limits.max_identifier_length
-    # One scan of the text; a gap between two matches is a character no token takes.
     for match in _TOKEN.finditer(text):
-        if match.start() != pos:
-            break
-        kind, end = match.lastgroup, match.end()
-        if kind == "name" and end - pos > longest:
-            raise LimitExceeded(
-                "identifier_too_long",
-                _(
-                    "the name starting '{start}' is {length} characters long; names have at most "
-                    "{maximum}",
-                    start=text[pos : pos + 16],
-                    length=end - pos,
-                    maximum=limits.max_identifier_length,
-                ),
-                (pos, end),
-                "max_identifier_length",
-                limits.max_identifier_length,
-            )
-        if kind == "op" and end - pos == 2 and text[pos] == "/":
-            raise ExpressionError(
-                "unsupported_syntax", _("floor division // is not supported; use /"), (pos, end)
-            )
-        if kind == "name" or kind == "number" or kind == "op":
-            yield Token(kind, match.group(), pos, end)
+        kind = match.lastgroup
+        assert kind is not None  # every alternative is a named group
+        span = match.span(kind)
+        if kind == "name":
+            if span[1] - span[0] > longest:
+                append(Token("end", "", (span[0], span[0])))
+                return tokens, _too_long(text, *span, limits)
+            append(Token(kind, match[kind], span))
+        elif kind == "op":
+            written = match[kind]
+            if written == "//":
+                append(Token("end", "", (span[0], span[0])))
+                return tokens, ExpressionError(
+                    "unsupported_syntax", _("floor division // is not supported; use /"), span
+                )
+            append(Token(kind, written, span))
         elif kind == "punctuation" or kind == "equals":
-            yield Token(match.group(), match.group(), pos, end)
-        elif kind == "newline" or kind == "augmented":
-            yield Token(kind, match.group(), pos, end)
-        pos = end
-    if pos < length:
-        raise _bad_character(text, pos)
-    while True:
-        yield Token("end", "", length, length)
+            punctuation = match[kind]
+            append(Token(punctuation, punctuation, span))
+        elif kind == "number" or kind == "newline" or kind == "augmented":
+            append(Token(kind, match[kind], span))
+        elif kind == "end":
+            break
+        elif kind == "bad":
+            append(Token("end", "", (span[0], span[0])))
+            return tokens, _bad_character(text, span[0])
+    append(Token("end", "", (len(text), len(text))))
+    return tokens, None
+
+
+def _too_long(text: str, start: int, end: int, limits: Limits) -> LimitExceeded:
+    return LimitExceeded(
+        "identifier_too_long",
+        _(
+            "the name starting '{start}' is {length} characters long; names have at most {maximum}",
+            start=text[start : start + 16],
+            length=end - start,
+            maximum=limits.max_identifier_length,
+        ),
+        (start, end),
+        "max_identifier_length",
+        limits.max_identifier_length,
+    )
 
 
 # Operator look-alikes from word processors and maths fonts, and what to type instead.
@@ -329,19 +340,31 @@ def _bad_character(text: str, pos: int) -> ExpressionError:
 
 
 class _Stream:
-    """Tokens with look-ahead."""
+    """The tokens by position, with look-ahead: past the last, the `end` token for ever, or the
+    text's first lexical error, raised when the parser reaches where it is."""
 
-    def __init__(self, tokens: Iterator[Token]) -> None:
-        self.tokens = tokens
-        self.buffer: deque[Token] = deque()
+    def __init__(self, text: str, limits: Limits) -> None:
+        self.tokens, self.error = _tokens(text, limits)
+        self.last = len(self.tokens) - 1  # the `end` token, or the error's place
+        self.position = 0
 
     def next(self) -> Token:
-        return self.buffer.popleft() if self.buffer else next(self.tokens)
+        position = self.position
+        if position < self.last:
+            self.position = position + 1
+            return self.tokens[position]
+        return self.final()
 
     def peek(self, ahead: int = 0) -> Token:
-        while len(self.buffer) <= ahead:
-            self.buffer.append(next(self.tokens))
-        return self.buffer[ahead]
+        position = self.position + ahead
+        if position < self.last:
+            return self.tokens[position]
+        return self.final()
+
+    def final(self) -> Token:
+        if self.error is not None:
+            raise self.error
+        return self.tokens[self.last]
 
     def peek_past_newlines(self) -> Token:
         ahead = 0
@@ -364,6 +387,8 @@ _STATEMENT_ENDS = ("newline", ";", "end")
 _ENDS_OR_COMMA = frozenset((*_STATEMENT_ENDS, ","))
 _DECLARE = "Value"  # `name = Value(number)` declares an input
 _METHODS = (*FUNCTIONS, "backward")
+# Names that are not variables: one test, in the common case, for what `name` refuses.
+_NOT_VARIABLES = frozenset((*FUNCTIONS, _DECLARE, *keyword.kwlist))
 # Python statements that are not part of the language, with what to tell the learner.
 _KEYWORD_STATEMENTS: dict[str, Message] = {
     "import": _("remove the import line: Value is built in"),
@@ -385,30 +410,21 @@ _KEYWORD_STATEMENTS: dict[str, Message] = {
 }
 
 
-class _Binding:
-    """What a name refers to at this point of the program."""
-
-    __slots__ = ("node", "span")
-
-    def __init__(self, node: Node, span: Span) -> None:
-        self.node = node
-        self.span = span  # the statement that bound it
-
-
 class _Program:
     """Reads statements one after another, binding names to shared tree nodes."""
 
     def __init__(self, text: str, limits: Limits) -> None:
         self.text = text
         self.limits = limits
-        self.stream = _Stream(_tokens(text, limits))
-        self.bound: dict[str, _Binding] = {}
+        self.stream = _Stream(text, limits)
+        self.bound: dict[str, Node] = {}  # what each assigned name refers to at this point
         self.read_as_input: dict[str, Span] = {}  # names read before any assignment: inputs
         self.defaults: dict[str, float] = {}
         self.declared_at: dict[str, Span] = {}
         self.assignments: list[tuple[str, Node, Span]] = []
         self.statements = 0
         self.node_count = 0  # over every statement: bounds the work whatever the output is
+        self.made = 0  # tree nodes made: when the output's tree has them all, none is unused
         self.last: Node | None = None
         self.last_name: str | None = None
         self.backward: tuple[str, Node, Span] | None = None
@@ -545,7 +561,7 @@ class _Program:
             name = target.text
             if node.kind == "operation" and node.assigned is None:
                 node.assigned = name
-            self.bound[name] = _Binding(node, span)
+            self.bound[name] = node
             self.assignments.append((name, node, span))
         self.last, self.last_name = values[-1], targets[-1].text
 
@@ -558,8 +574,8 @@ class _Program:
                 operator.span,
             )
         self.check_target(target)
-        binding = self.bound.get(name)
-        if binding is None:
+        bound = self.bound.get(name)
+        if bound is None:
             raise ExpressionError(
                 "used_before_assignment",
                 _(
@@ -571,10 +587,10 @@ class _Program:
             )
         right = self.expression(operator)
         span = (target.start, self.previous_end)
-        node = self.make(_AUGMENTED[operator.text], (binding.node, right), span)
+        node = self.make(_AUGMENTED[operator.text], (bound, right), span)
         if node.kind == "operation":
             node.assigned = name
-        self.bound[name] = _Binding(node, span)
+        self.bound[name] = node
         self.assignments.append((name, node, span))
         self.last, self.last_name = node, name
 
@@ -593,8 +609,8 @@ class _Program:
             closing = self.stream.next()
         span = (target.start, closing.end)
         name = target.text
-        binding = self.bound.get(name)
-        if binding is None:
+        bound = self.bound.get(name)
+        if bound is None:
             raise ExpressionError(
                 "used_before_assignment",
                 _(
@@ -613,7 +629,7 @@ class _Program:
                 ),
                 span,
             )
-        self.backward = (name, binding.node, span)
+        self.backward = (name, bound, span)
         self.end_statement()
 
     def end_statement(self) -> None:
@@ -640,6 +656,7 @@ class _Program:
         """An operation node, or the constant it folds to when every operand is one."""
         node = Node("operation", span, op=op, args=args, exponent=exponent)
         constants = tuple([arg.kind == "constant" for arg in args])
+        self.made += 1
         if all(constants):
             return Node("constant", span, value=self.fold(node))
         self.node_count += _NODES[op, constants]
@@ -703,20 +720,22 @@ class _Program:
     def read(self, token: Token) -> Node:
         """The node a name refers to: what it was bound to, or an input."""
         name = token.text
-        binding = self.bound.get(name)
-        if binding is not None:
-            return binding.node
+        bound = self.bound.get(name)
+        if bound is not None:
+            return bound
         if name not in self.read_as_input:
             self.read_as_input[name] = token.span
             self.node_count += 1  # checked with the next operation: every input is an operand
+        self.made += 1
         return Node("variable", token.span, name=name)
 
-    def declare(self, name: str, value: Node, span: Span) -> Node:
+    def declare(self, name: str, value: Node, written: Span, span: Span) -> Node:
+        """`name = Value(value)`: `written` is where the value is, `span` the whole call."""
         if not value.is_constant:
             raise ExpressionError(
                 "unsupported_syntax",
                 _("Value() takes a number: the input's default value, as in Value(2.0)"),
-                value.span,
+                written,
             )
         if name in self.defaults:
             line = line_column(self.text, self.declared_at[name][0])[0]
@@ -733,6 +752,9 @@ class _Program:
         self.defaults[name] = value.value
         self.declared_at[name] = span
         self.node_count += 1
+        if value.span != written:  # a constant from an earlier statement: still its own node
+            self.made += 1
+        # else the number written in the call gives way to the input's node
         node = Node("variable", span, name=name)
         node.assigned = name
         return node
@@ -741,10 +763,11 @@ class _Program:
 
     def output(self, requested: str | None) -> tuple[Node, str | None]:
         if requested is not None:
-            binding = self.bound.get(requested)
-            if binding is not None:
-                return binding.node, requested
+            bound = self.bound.get(requested)
+            if bound is not None:
+                return bound, requested
             if requested in self.read_as_input:
+                self.made += 1
                 return Node("variable", self.read_as_input[requested], name=requested), requested
             from service.errors import BindingError
 
@@ -768,20 +791,25 @@ class _Program:
                 self.text, root, tuple(self.read_as_input), max(self.node_count, 1)
             )
         order = postorder(root)
-        variables: dict[str, None] = {}
-        count = 0
-        for node in order:
-            if node.kind == "variable":
-                if node.name not in variables:
-                    variables[node.name] = None
-                    count += 1
-            elif node.kind == "operation":
-                count += _NODES[node.op, tuple([a.kind == "constant" for a in node.args])]
+        variables = dict.fromkeys(node.name for node in order if node.kind == "variable")
+        unused: tuple[tuple[str, Span], ...]
+        if len(order) == self.made:
+            # The output uses every node the statements made (the common case), so it builds
+            # all the parser counted, and no assignment is unused.
+            count, unused = self.node_count, ()
+        else:
+            count = len(variables) + sum(
+                _NODES[node.op, tuple([a.kind == "constant" for a in node.args])]
+                for node in order
+                if node.kind == "operation"
+            )
+            reachable = {id(node) for node in order}
+            unused = tuple(
+                (target, span)
+                for target, node, span in self.assignments
+                if id(node) not in reachable
+            )
         self.check_nodes(root.span, count)
-        reachable = {id(node) for node in order}
-        unused = tuple(
-            (target, span) for target, node, span in self.assignments if id(node) not in reachable
-        )
         if root.kind == "constant" and variables:  # pragma: no cover - folding invariant
             raise AssertionError("a constant output has no inputs")
         parsed = ParsedExpression(
@@ -820,6 +848,11 @@ class _Pending:
 class _Expression:
     """One expression, from the stream's next token to the end of its statement."""
 
+    __slots__ = (
+        "after", "brackets", "declared", "declaring", "end", "in_tuple", "limits", "operands",
+        "pending", "program", "spans", "stream", "text",
+    )  # fmt: skip
+
     def __init__(
         self, program: _Program, after: Token | None, declaring: str | None, in_tuple: bool
     ) -> None:
@@ -831,6 +864,10 @@ class _Expression:
         self.declared: Node | None = None
         self.in_tuple = in_tuple  # `,` ends this expression: a value of `a, b = x, y`
         self.operands: list[Node] = []
+        # Where each operand is written here. A name's node may be shared with the statement that
+        # assigned it, whose span it keeps, so an operation's span comes from these, not from
+        # its operands' own spans.
+        self.spans: list[Span] = []
         self.pending: list[_Pending] = []
         self.brackets = 0  # open parentheses and calls among `pending`
         self.after = after
@@ -839,19 +876,24 @@ class _Expression:
     def parse(self) -> Node:
         expect_operand = True
         previous: Token | None = self.after
+        next_token = self.stream.next
         while True:
-            token = self.stream.next()
+            token = next_token()
             if token.kind == "newline" and self.continues(expect_operand):
                 continue
+            # Where the expression ends so far: set before the token is handled, as `.relu()`
+            # reads on to its `)` and sets it there.
             if expect_operand:
+                self.end = token.end
                 expect_operand = self.operand_position(token, previous)
             elif token.kind in _ENDS_OR_COMMA and self.ends(token):
                 break
             else:
+                self.end = token.end
                 expect_operand = self.operator_position(token, previous)
             previous = token
-            self.end = token.end
         root = self.operands.pop()
+        self.spans.pop()
         if self.declared is not None and root is not self.declared:
             raise ExpressionError(
                 "unsupported_syntax",
@@ -894,7 +936,9 @@ class _Expression:
     # A token where an operand must start: a number, a name, a call, '(' or a sign.
     def operand_position(self, token: Token, previous: Token | None) -> bool:
         if token.kind == "number":
-            self.operands.append(self.constant(token))
+            node = self.constant(token)
+            self.operands.append(node)
+            self.spans.append(node.span)
             return False
         if token.kind == "name":
             return self.name(token)
@@ -962,12 +1006,14 @@ class _Expression:
         if following.kind == "(":
             self.call(token, self.stream.next())
             return True
-        if token.text in FUNCTIONS or token.text == _DECLARE:
-            raise self.function_as_variable(token, following)
-        if keyword.iskeyword(token.text) and following.kind in ("name", "number"):
-            # `lambda x`, `not a`: the juxtaposition names the keyword
-            raise self.juxtaposition(following, token)
+        if token.text in _NOT_VARIABLES:
+            if token.text in FUNCTIONS or token.text == _DECLARE:
+                raise self.function_as_variable(token, following)
+            if following.kind in ("name", "number"):
+                # `lambda x`, `not a`: the juxtaposition names the keyword
+                raise self.juxtaposition(following, token)
         self.operands.append(self.program.read(token))
+        self.spans.append(token.span)
         return False
 
     def function_as_variable(self, token: Token, following: Token) -> ExpressionError:
@@ -1049,8 +1095,7 @@ class _Expression:
         if opener.kind == "call":
             self.finish_call(opener, token)
         else:
-            # The span grows to take in the parentheses, so errors point at what was written.
-            self.operands[-1].span = (opener.start, token.end)
+            self.grow(opener.start, token.end)
 
     def comma(self, token: Token) -> None:
         while self.pending and self.pending[-1].kind in ("binary", "prefix"):
@@ -1062,7 +1107,7 @@ class _Expression:
     def method(self, dot: Token) -> None:
         """`x.relu()`: the function form applied to the operand just read."""
         name = self.stream.next()
-        operand = self.operands[-1]
+        operand, written = self.operands[-1], self.spans[-1]
         if name.kind != "name":
             raise ExpressionError(
                 "unsupported_syntax",
@@ -1100,9 +1145,10 @@ class _Expression:
                 "wrong_arity", message, (dot.start, closing.end if end < 0 else end + 1)
             )
         self.operands.pop()
-        self.operands.append(
-            self.program.make(name.text, (operand,), (operand.span[0], closing.end))
-        )
+        self.spans.pop()
+        span = (written[0], closing.end)
+        self.operands.append(self.program.make(name.text, (operand,), span))
+        self.spans.append(span)
         self.end = closing.end
 
     def juxtaposition(self, token: Token, previous: Token | None) -> ExpressionError:
@@ -1163,7 +1209,7 @@ class _Expression:
         if count != 1:
             raise _arity(opener, count, span)
         if opener.op == _DECLARE:
-            value = self.operands.pop()
+            value, written = self.operands.pop(), self.spans.pop()
             assert self.declaring is not None
             if self.declared is not None:
                 raise ExpressionError(
@@ -1171,8 +1217,9 @@ class _Expression:
                     _("Value(...) declares an input on a line of its own: name = Value(number)"),
                     span,
                 )
-            self.declared = self.program.declare(self.declaring, value, span)
+            self.declared = self.program.declare(self.declaring, value, written, span)
             self.operands.append(self.declared)
+            self.spans.append(span)
             return
         self.apply(opener.op, 1, span)
 
@@ -1194,31 +1241,44 @@ class _Expression:
 
     def reduce(self) -> None:
         entry = self.pending.pop()
+        spans = self.spans
         if entry.kind == "prefix":
-            operand = self.operands[-1]
             if entry.op == "pos":  # unary plus changes nothing and adds no node
-                operand.span = (entry.start, operand.span[1])
+                self.grow(entry.start, spans[-1][1])
                 return
-            self.apply(entry.op, 1, (entry.start, operand.span[1]))
+            self.apply(entry.op, 1, (entry.start, spans[-1][1]))
             return
-        left, right = self.operands[-2], self.operands[-1]
-        span = (left.span[0], right.span[1])
+        span = (spans[-2][0], spans[-1][1])
         if entry.op == "**":
+            right = self.operands[-1]
             if not right.is_constant:
-                raise _variable_exponent(left, right)
+                raise _variable_exponent(self.operands[-2], spans[-1])
             self.operands.pop()
+            spans.pop()
             self.apply("**", 1, span, exponent=right.value)
             return
         self.apply(entry.op, 2, span)
 
+    def grow(self, start: int, end: int) -> None:
+        """The last operand is written from `start` to `end` (in parentheses, after a `+`)."""
+        operand, written = self.operands[-1], (start, end)
+        if operand.span == self.spans[-1]:
+            # Made in this expression: its span takes in what was written, so errors point
+            # at it. A node shared with an earlier statement keeps that statement's span.
+            operand.span = written
+        self.spans[-1] = written
+
     def apply(self, op: str, arity: int, span: Span, exponent: float | None = None) -> None:
         args = tuple(self.operands[-arity:])
         del self.operands[-arity:]
+        del self.spans[-arity:]
         self.operands.append(self.program.make(op, args, span, exponent))
+        self.spans.append(span)
 
     def constant(self, token: Token) -> Node:
         value = float(token.text)
         self.program.check_magnitude(value, token.span, "number", token.text)
+        self.program.made += 1
         return Node("constant", token.span, value=value)
 
 
@@ -1273,7 +1333,7 @@ def _unknown_function(token: Token, opening: Token) -> ExpressionError:
     return ExpressionError("unknown_function", message, span)
 
 
-def _variable_exponent(left: Node, right: Node) -> ExpressionError:
+def _variable_exponent(left: Node, exponent: Span) -> ExpressionError:
     if left.is_constant:
         message = _(
             "the exponent must be a constant: this engine's `**` differentiates only the base, "
@@ -1285,7 +1345,7 @@ def _variable_exponent(left: Node, right: Node) -> ExpressionError:
             "so a variable exponent would silently get a zero gradient; write "
             "exp(log(base) * exponent) instead"
         )
-    return ExpressionError("variable_exponent", message, right.span)
+    return ExpressionError("variable_exponent", message, exponent)
 
 
 def parse(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -206,6 +207,50 @@ def test_program_gradients_match_sympy_and_finite_differences(case: ProgramCase)
         estimate = (shifted[0] - shifted[1]) / (2 * h)
         grad = document["gradients"][name]
         assert abs(estimate - grad) <= 1e-4 * max(1.0, abs(grad)) + 1e-6 * size
+
+
+def assert_spans_are_sources(text: str, output: str | None = None) -> None:
+    """Every span lies in the text, start before end; a tree node's span is its source: the
+    statement `name op= ...` that made it, an input's `Value(...)`, or an expression that parses
+    on its own to the same variable, operation or constant."""
+    parsed = parse(text, output=output)
+    for node in parsed.postorder():
+        start, end = node.span
+        assert 0 <= start <= end <= len(text), (node, node.span)
+        written = text[start:end]
+        if re.match(r"[A-Za-z_]\w* [-+*/]= ", written):
+            assert node.kind != "variable", (node, written)
+        elif written.startswith("Value("):
+            assert node.kind == "variable" and node.name in parsed.defaults, (node, written)
+        else:
+            alone = parse(written).root
+            if node.kind == "variable":
+                assert (alone.kind, alone.name) == ("variable", node.name), (node, written)
+            elif node.kind == "constant":  # a name bound to a constant folds too: `t0 * 1`
+                assert not alone.is_constant or alone.value == node.value, (node, written)
+            else:
+                assert alone.op == node.op, (node, written)
+    for granularity in GRANULARITIES:
+        document = evaluator.structure(text, granularity, output)
+        for graph_node in document["graph"]["nodes"]:
+            start, end = graph_node["span"]
+            assert 0 <= start <= end <= len(text), (granularity, graph_node)
+
+
+@pytest.mark.parametrize("text", [SANITY_CHECK, MORE_OPS, SHIPPING])
+def test_micrograds_programs_have_spans_that_are_their_sources(text: str) -> None:
+    # `2 * x` once had the span [20, 15]: its right operand's span, from `x = Value(-4.0)`
+    assert_spans_are_sources(text)
+
+
+@settings(max_examples=100, deadline=None)
+@given(programs())
+def test_every_span_of_a_program_is_its_source(case: ProgramCase) -> None:
+    note(case.text)
+    try:
+        assert_spans_are_sources(case.text, case.output)
+    except DomainError:
+        assume(False)
 
 
 def test_sharing_sums_gradients_over_every_use() -> None:
