@@ -54,10 +54,13 @@ test: $(VENV)/.installed graphviz $(CHECKOV)
 # processes, fuzzing, sweep of hostile inputs or spec regeneration); schemathesis' plugin is left
 # out, as only the slow tests/test_fuzz.py uses it. Bytecode is written even where the
 # environment sets PYTHONDONTWRITEBYTECODE, so the next run reuses pytest's rewritten test
-# modules instead of rewriting every assert again (about a second).
+# modules instead of rewriting every assert again (about a second). The tests run on every core,
+# a module at a time in one process (tests/test_problems.py checks its cases as a whole); `make
+# test` stays in one process, where its timing-sensitive server tests do not compete.
 check: $(VENV)/.installed
 	$(BIN)/ruff check .
-	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q -m "not slow" -p no:schemathesis
+	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q -m "not slow" -p no:schemathesis \
+		--numprocesses auto --dist loadfile
 
 # Strict type checking of service/ (settings in pyproject.toml).
 typecheck: $(VENV)/.installed

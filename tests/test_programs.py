@@ -243,6 +243,7 @@ def test_micrograds_programs_have_spans_that_are_their_sources(text: str) -> Non
     assert_spans_are_sources(text)
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(programs())
 def test_every_span_of_a_program_is_its_source(case: ProgramCase) -> None:
