@@ -1197,6 +1197,10 @@ class _Expression:
             return ExpressionError("implicit_multiplication", message, span)
         if previous.kind == ")":
             left = "(...)"
+        elif previous.kind == ".":  # `x.relu() y`: the method call, read to its `)`, is the left
+            start, end = self.spans[-1]
+            left = self.text[start:end] if end - start <= 24 else "(...)"
+            span = (start, token.end)
         message = _(
             "two operands side by side: write {left}*{right} to multiply", left=left, right=right
         )

@@ -204,6 +204,19 @@ def test_messages_say_what_to_write() -> None:
 
 
 @pytest.mark.parametrize(
+    ("text", "written", "span"),
+    [("x.relu() y", "x.relu()*y", (0, 10)), ("q = (a * b).exp() c", "(a * b).exp()*c", (4, 19))],
+)
+def test_a_method_call_beside_an_operand_is_named_whole(
+    text: str, written: str, span: tuple[int, int]
+) -> None:
+    with pytest.raises(ExpressionError) as raised:
+        parse(text)
+    assert (raised.value.kind, raised.value.span) == ("implicit_multiplication", span)
+    assert f"write {written} to multiply" in raised.value.message
+
+
+@pytest.mark.parametrize(
     ("text", "limits", "kind", "span"),
     [
         ("a+b+c+d+e+f", Limits(max_expression_length=10), "expression_too_long", (10, 11)),
