@@ -60,7 +60,7 @@ TABLES: list[str] = []  # every table printed in this run, for `--markdown`
 def table(title: str, headers: list[str], rows: list[list[Any]]) -> str:
     """A Markdown table, printed as it is returned, so a run's output pastes into the docs."""
     cells = [[_cell(value) for value in row] for row in rows]
-    widths = [max(len(h), *(len(row[i]) for row in cells)) for i, h in enumerate(headers)]
+    widths = [max([len(h), *(len(row[i]) for row in cells)]) for i, h in enumerate(headers)]
     lines = [f"\n{title}\n"]
     lines.append("| " + " | ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)) + " |")
     lines.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
