@@ -129,7 +129,9 @@ def _measure(shape: Shape, n: int, rounds: int) -> dict[str, tuple[float, float]
 
 
 def run(report: Report, quick: bool = False) -> None:
-    rounds = 3 if quick else 7  # the fastest of more rounds is less disturbed by other work
+    # The fastest of more rounds is less disturbed by other work: with 7, a shape at about 2.1
+    # read anywhere from 2.0 to 2.4 from run to run on a busy machine; with 15, 2.0 to 2.25.
+    rounds = 3 if quick else 15
     scale = 4 if quick else 1
     rows = []
     worst_seconds = 0.0

@@ -103,7 +103,6 @@ class Compiled:
             for source, result in results.items()
             if source.assigned is not None and isinstance(result, Value)
         }
-        source_text = _Source.of(parsed)
         # Each node's document with its numbers left blank: evaluating copies it and fills them in.
         # A leaf the engine made for a number inside an operation is traced to the whole
         # program's output only if nothing closer claimed it.
@@ -115,7 +114,7 @@ class Compiled:
                 [position[id(child)] for child in node.children],
                 nan,
                 names.get(id(node)),
-                source_text,
+                parsed,
             )
             for i, node in enumerate(order)
         )
@@ -222,7 +221,7 @@ def _template(
     children: list[int],
     env: Mapping[str, Value],
     name: str | None,
-    text: _Source,
+    parsed: ParsedExpression,
 ) -> dict[str, Any]:
     """What a graph node is, whatever the bindings: its document with the numbers blank."""
     op, exponent, expansion = node.op or None, node.exponent, None
@@ -235,8 +234,8 @@ def _template(
         kind = "operation"
         operation = BY_NAME[op]
         label = operation.label(exponent)
-        if not operation.primitive:
-            expansion = text.expansion(source)
+        if not operation.primitive:  # the text is laid out for expansions only when one is needed
+            expansion = _Source.of(parsed).expansion(source)
     return {
         "id": index,
         "kind": kind,
