@@ -187,6 +187,7 @@ def _checkov() -> str | None:
     return found or (str(local) if local.exists() else None)
 
 
+@pytest.mark.slow  # checkov runs as its own process for seconds
 def test_checkov_finds_nothing_unjustified() -> None:
     checkov = _checkov()
     if checkov is None:
