@@ -70,9 +70,8 @@ if ! compose logs --no-log-prefix --no-color api api-replica | grep -v '^$' |
 fi
 say "ok      every gunicorn log line is JSON"
 
-# Every worker of the default stack's api container: the children of gunicorn, its PID 1.
-kill_workers="docker compose exec -T api python -c \"import os, signal; [os.kill(int(p), signal.SIGKILL) for p in os.listdir('/proc') if p.isdigit() and open(f'/proc/{p}/stat').read().rsplit(')', 1)[1].split()[1] == '1']\""
-"$PYTHON" tests/docker/proxy_problems.py "$base" --kill-workers "$kill_workers"
+# The dead-worker check kills the default stack's gunicorn workers from inside its api container.
+"$PYTHON" tests/docker/proxy_problems.py "$base" --server-exec "docker compose exec -T api"
 compose up -d --wait --wait-timeout 120 # the killed workers were replaced; wait for health anyway
 "$PYTHON" tests/docker/slow_clients.py "$base" --connections 200 --duration 25
 

@@ -3,7 +3,8 @@
 Standard library only; `make test-docker` runs it against the compose stack after the smoke test.
 Checks, through nginx: a request past the app's time budget is a 503 problem with Retry-After; a
 body far over the limit is nginx's 413 problem; a burst past the per-address rate is a 429 problem
-with Retry-After; and, with `--kill-workers "COMMAND"`, a request whose worker is killed under it
+with Retry-After; and, with `--server-exec "COMMAND"` (a prefix that runs a program inside the
+server's container, e.g. `docker compose exec -T api`), a request whose worker is killed under it
 is a 502 problem, not an HTML page. Exits non-zero, saying what failed.
 """
 
@@ -107,21 +108,59 @@ def check_rate_limit(host: str, port: int, _: str | None) -> None:
         time.sleep(3)  # the per-address rate refills before the next check
 
 
-def check_dead_worker(host: str, port: int, kill_workers: str | None) -> None:
-    if not kill_workers:
+# Run inside the server's container: says "ready", then on a line from stdin SIGKILLs every
+# worker (each child of gunicorn, its PID 1) at once. Starting it ahead of the request pays the
+# seconds `docker compose exec` takes to start before the request, not while it runs.
+KILLER = """
+import os, signal, sys
+print("ready", flush=True)
+sys.stdin.readline()
+workers = [int(p) for p in os.listdir("/proc") if p.isdigit()
+           and open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[1] == "1"]
+for pid in workers:
+    os.kill(pid, signal.SIGKILL)
+print(len(workers), flush=True)
+"""
+# When the kill fires after the request was sent: the request is then in its worker (nginx has
+# passed on its 100 KB body) and, at about half a second of work, still far from done. Later
+# tries fire sooner, in case this machine is faster.
+KILL_AFTER_S = (0.2, 0.1, 0.05)
+
+
+def check_dead_worker(host: str, port: int, server_exec: str | None) -> None:
+    if not server_exec:
         return
     heavy = json.dumps(WORST).encode()
-    for _ in range(3):  # again if the work was over before the kill reached it
+    for delay in KILL_AFTER_S:
+        killer = subprocess.Popen(
+            [*shlex.split(server_exec), "python", "-c", KILLER],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert killer.stdin is not None and killer.stdout is not None
         answers: list[tuple[int, dict[str, str], bytes]] = []
+        killed = ""
+        try:
+            started = killer.stdout.readline().strip() == "ready"
+            if started:
 
-        def send(into: list = answers) -> None:
-            into.append(request(host, port, "POST", "/v1/gradients", heavy))
+                def send(into: list = answers) -> None:
+                    into.append(request(host, port, "POST", "/v1/gradients", heavy))
 
-        sender = threading.Thread(target=send)
-        sender.start()
-        time.sleep(0.5)  # the request is being worked on
-        subprocess.run(shlex.split(kill_workers), check=True, timeout=60)
-        sender.join(timeout=60)
+                sender = threading.Thread(target=send)
+                sender.start()
+                time.sleep(delay)
+                killer.stdin.write("kill\n")
+                killer.stdin.flush()
+                killed = killer.stdout.readline().strip()
+                sender.join(timeout=60)
+        finally:
+            killer.kill()
+            errors = killer.communicate(timeout=10)[1]
+        expect(started, f"the killer did not start: {errors.strip()!r}")
+        expect(killed.isdigit() and int(killed) > 0, f"no worker was killed ({killed!r})")
         expect(bool(answers), "no answer to the request whose worker was killed")
         if answers[0][0] != 200:
             expect_problem(*answers[0], 502, "bad-gateway")
@@ -141,14 +180,14 @@ CHECKS = {
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("base_url")
-    parser.add_argument("--kill-workers", help="a command that SIGKILLs the server's workers")
+    parser.add_argument("--server-exec", help="a command prefix that runs a program in the server")
     args = parser.parse_args(argv)
     url = urlsplit(args.base_url)
     host, port = url.hostname or "127.0.0.1", url.port or 80
     failures = 0
     for name, check in CHECKS.items():
         try:
-            check(host, port, args.kill_workers)
+            check(host, port, args.server_exec)
             print(f"proxy: ok      {name}")
         except Exception as error:  # any surprise in one check is that check's failure
             failures += 1
