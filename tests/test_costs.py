@@ -164,6 +164,17 @@ def test_a_response_over_the_cap_is_refused() -> None:
     assert client.get("/healthz").status_code == 200  # small responses are untouched
 
 
+@pytest.mark.parametrize("path", ["/openapi.json", "/openapi.yaml", "/docs", "/metrics",
+                                  "/v1/operations", "/healthz", "/playground"])  # fmt: skip
+def test_the_services_own_documents_are_never_capped(path: str) -> None:
+    # Their size does not follow the client's input: a cap far below them leaves them whole.
+    client = make_app(MAX_RESPONSE_BYTES=10).test_client()
+    client.post("/v1/gradients", json=LESSON)  # /metrics has something to report
+    response = client.get(path)
+    assert response.status_code == 200, response.get_data()[:300]
+    assert len(response.data) > 10
+
+
 @pytest.mark.slow
 def test_the_default_response_cap_holds_the_largest_response() -> None:
     # The largest response at the default limits (docs/SECURITY.md): a product at the node limit,

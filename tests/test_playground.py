@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from flask.testing import FlaskClient
 
+from service.api.examples import SHIPPING_PROGRAM
 from service.api.playground import PAGE_FOLDER
 from service.app import create_app
 
@@ -81,3 +82,12 @@ def test_every_page_string_is_written_in_each_language() -> None:
     html = (PAGE_FOLDER / "index.html").read_text()
     used = set(re.findall(r'data-i18n(?:-label)?="(\w+)"', html))
     assert used <= set(keys["en"])
+
+
+def test_the_shipping_preset_is_the_programs_example() -> None:
+    # The page is a client of the public API and keeps its own presets; the lesson's shipping
+    # program is the one the spec and the README show, character for character.
+    state = (PAGE_FOLDER / "js" / "state.js").read_text()
+    preset = re.search(r"const SHIPPING = `([^`]*)`", state)
+    assert preset is not None
+    assert preset[1] == SHIPPING_PROGRAM.rstrip("\n")

@@ -12,7 +12,8 @@ every endpoint without a view knowing about them:
   requests of a lesson and for `/healthz`. A heavy request that finds no free slot is refused at
   once with a 503 `service-busy` and `Retry-After`, rather than waiting while holding a worker.
 - **Response size.** A response body larger than `MAX_RESPONSE_BYTES` is replaced by a 422
-  `response-too-large` problem.
+  `response-too-large` problem, where the answer is computed from the client's input (the
+  blueprint is `sized_by_input`): the service's own documents are never refused.
 
 The slots are files locked with `flock` in a directory the gunicorn master makes (see
 `gunicorn.conf.py`, which calls `join_server` in each worker it forks): the kernel releases a lock
@@ -140,7 +141,8 @@ def bounded(app: Flask, dispatch: Callable[[], Any]) -> Any:
     costs: RequestCosts = app.extensions[EXTENSION]
     with costs.heavy_slot(), time_budget(costs.budget_s, BUDGET_KIND):
         result = dispatch()
-    if isinstance(result, Response) and not result.is_streamed:
+    sized_by_input = getattr(app.blueprints.get(request.blueprint or ""), "sized_by_input", False)
+    if sized_by_input and isinstance(result, Response) and not result.is_streamed:
         size = result.calculate_content_length() or 0
         if size > costs.max_response_bytes:
             raise Problem(

@@ -8,7 +8,7 @@ from service.api import json_response
 from service.api.request import RESPONSE_HEADERS, Blueprint
 from service.api.schemas import HealthSchema
 
-blp = Blueprint("health", __name__, description="Liveness of the service.")
+blp = Blueprint("health", __name__, description="Liveness of the service.", sized_by_input=False)
 
 
 @blp.route("/healthz", methods=["GET"])

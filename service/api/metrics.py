@@ -78,7 +78,9 @@ autograd_requests_total{endpoint="/v1/gradients",method="POST",status="200"} 104
 autograd_requests_total{endpoint="/v1/gradients",method="POST",status="422"} 17.0
 """
 
-blp = Blueprint("metrics", __name__, description="Metrics for the operator's scraper.")
+blp = Blueprint(
+    "metrics", __name__, description="Metrics for the operator's scraper.", sized_by_input=False
+)
 
 
 @blp.route(PATH, methods=["GET"])

@@ -18,6 +18,7 @@ blp = Blueprint(
     __name__,
     url_prefix="/v1",
     description="What expressions may contain, and how large they may be.",
+    sized_by_input=False,
 )
 
 

@@ -146,6 +146,15 @@ class JsonBodyParser(FlaskParser):
 
 
 class Blueprint(flask_smorest.Blueprint):
-    """flask-smorest's blueprint with the strict body parser."""
+    """flask-smorest's blueprint with the strict body parser.
+
+    `sized_by_input`: its answers are computed from what the client sends, so their size is
+    capped (MAX_RESPONSE_BYTES, service/api/costs.py). The service's own documents (its health,
+    metrics and catalogue, like the spec and the pages) have a size the client cannot change.
+    """
 
     ARGUMENTS_PARSER = JsonBodyParser()
+
+    def __init__(self, *args: Any, sized_by_input: bool = True, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.sized_by_input = sized_by_input
