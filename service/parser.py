@@ -180,18 +180,20 @@ class Token:
         return f"Token({self.kind!r}, {self.text!r}, {self.start}, {self.end})"
 
 
+# The alternatives are tried in order, so the commonest come first: most are told apart by their
+# first character, and where two share one (`*=` and `*`, `.5` and `.`) the longer comes first.
 _TOKEN = re.compile(
     r"""
     [ \t\r]*  # the space before a token belongs to it, so one match is one token
     (?:
-        (?P<newline>\n)
-      | (?P<comment>\#[^\n]*)
-      | (?P<number>(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)
-      | (?P<name>[A-Za-z_][A-Za-z0-9_]*)
+        (?P<name>[A-Za-z_][A-Za-z0-9_]*)
       | (?P<augmented>\*\*=|[-+*/]=)
       | (?P<op>\*\*|//|[-+*/^])
       | (?P<equals>==?)
+      | (?P<newline>\n)
+      | (?P<number>(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)
       | (?P<punctuation>[(),;.])
+      | (?P<comment>\#[^\n]*)
       | (?P<end>\Z)
       | (?P<bad>.)  # a character no token takes
     )
@@ -367,10 +369,10 @@ class _Stream:
         return self.tokens[self.last]
 
     def peek_past_newlines(self) -> Token:
-        ahead = 0
-        while self.peek(ahead).kind == "newline":
-            ahead += 1
-        return self.peek(ahead)
+        position, tokens = self.position, self.tokens
+        while position < self.last and tokens[position].kind == "newline":
+            position += 1
+        return tokens[position] if position < self.last else self.final()
 
 
 # Nodes micrograd builds for each operation, by which operands are constants.
@@ -440,7 +442,7 @@ class _Program:
                 continue
             if token.kind == "end":
                 break
-            self.statement()
+            self.statement(token)
         if self.last is None:
             raise ExpressionError(
                 "empty_expression", _("the expression is empty"), stream.peek().span
@@ -450,9 +452,9 @@ class _Program:
 
     # -- one statement ---------------------------------------------------------------------
 
-    def statement(self) -> None:
+    def statement(self, first: Token) -> None:
+        """The statement that starts at `first`, the stream's next token."""
         stream = self.stream
-        first = stream.peek()
         self.statements += 1
         if self.statements > self.limits.max_statements:
             raise LimitExceeded(
@@ -472,11 +474,11 @@ class _Program:
                 raise ExpressionError("unsupported_syntax", _KEYWORD_STATEMENTS[first.text], span)
             second = stream.peek(1)
             if second.kind == "=":
-                return self.assignment([stream.next()])
+                return self.assignment(stream.next())
             if second.kind == ",":
                 targets = self.targets()
                 if targets is not None:
-                    return self.assignment(targets)
+                    return self.tuple_assignment(targets)
             if second.kind == "augmented":
                 return self.augmented(stream.next(), stream.next())
             if second.kind == "." and self.is_backward():
@@ -529,41 +531,53 @@ class _Program:
             self.read_as_input[name],
         )
 
-    def assignment(self, targets: list[Token]) -> None:
+    def assignment(self, target: Token) -> None:
+        """`name = expression`, or `name = Value(number)` declaring an input."""
+        name = target.text
+        if name in _NOT_VARIABLES or name in self.read_as_input:
+            self.check_target(target)  # a keyword, a function, or a name read as an input
+        stream = self.stream
+        equals = stream.next()
+        declaring = stream.peek().text == _DECLARE and stream.peek(1).kind == "("
+        node = self.expression(equals, declaring=name if declaring else None)
+        if name in self.read_as_input:  # `x = x + 1` reads x before any statement assigns it
+            raise self.read_before_assignment(name, target)
+        self.bind(name, node, (target.start, self.previous_end))
+        self.last, self.last_name = node, name
+
+    def tuple_assignment(self, targets: list[Token]) -> None:
+        """`a, b = x, y`: every value is read before any name is bound."""
         for target in targets:
             self.check_target(target)
         equals = self.stream.next()
         start = targets[0].start
-        if len(targets) == 1:
-            first = self.stream.peek()
-            declaring = first.text == _DECLARE and self.stream.peek(1).kind == "("
-            values = [self.expression(equals, declaring=targets[0].text if declaring else None)]
-        else:
-            values = []
-            for i in range(len(targets)):
-                values.append(self.expression(equals, in_tuple=True))
-                assert self.terminator is not None
-                if (self.terminator.kind == ",") != (i < len(targets) - 1):
-                    raise ExpressionError(
-                        "unsupported_syntax",
-                        _(
-                            "{count} names are assigned, so give {count} values separated by "
-                            "commas",
-                            count=len(targets),
-                        ),
-                        (start, self.terminator.end),
-                    )
+        values = []
+        for i in range(len(targets)):
+            values.append(self.expression(equals, in_tuple=True))
+            assert self.terminator is not None
+            if (self.terminator.kind == ",") != (i < len(targets) - 1):
+                raise ExpressionError(
+                    "unsupported_syntax",
+                    _(
+                        "{count} names are assigned, so give {count} values separated by commas",
+                        count=len(targets),
+                    ),
+                    (start, self.terminator.end),
+                )
         span = (start, self.previous_end)
-        for target in targets:  # `x = x + 1` reads x before any statement assigns it
+        for target in targets:  # `a, b = b, a` reads them before any statement assigns them
             if target.text in self.read_as_input:
                 raise self.read_before_assignment(target.text, target)
         for target, node in zip(targets, values, strict=True):
-            name = target.text
-            if node.kind == "operation" and node.assigned is None:
-                node.assigned = name
-            self.bound[name] = node
-            self.assignments.append((name, node, span))
+            self.bind(target.text, node, span)
         self.last, self.last_name = values[-1], targets[-1].text
+
+    def bind(self, name: str, node: Node, span: Span) -> None:
+        """`name` refers to `node` from here on; `span` is the statement that says so."""
+        if node.kind == "operation" and node.assigned is None:
+            node.assigned = name
+        self.bound[name] = node
+        self.assignments.append((name, node, span))
 
     def augmented(self, target: Token, operator: Token) -> None:
         name = target.text
@@ -645,9 +659,9 @@ class _Program:
         self, after: Token | None, *, declaring: str | None = None, in_tuple: bool = False
     ) -> Node:
         """The expression that starts at the next token; `after` is the token before it."""
-        parser = _Expression(self, after, declaring, in_tuple)
-        root = parser.parse()
-        self.previous_end = parser.end
+        reader = _Expression(self, declaring, in_tuple)
+        root = reader.parse(after)
+        self.previous_end = reader.end
         return root
 
     def make(
@@ -849,13 +863,11 @@ class _Expression:
     """One expression, from the stream's next token to the end of its statement."""
 
     __slots__ = (
-        "after", "brackets", "declared", "declaring", "end", "in_tuple", "limits", "operands",
-        "pending", "program", "spans", "stream", "text",
+        "brackets", "declared", "declaring", "end", "in_tuple", "limits", "operands", "pending",
+        "program", "spans", "stream", "text",
     )  # fmt: skip
 
-    def __init__(
-        self, program: _Program, after: Token | None, declaring: str | None, in_tuple: bool
-    ) -> None:
+    def __init__(self, program: _Program, declaring: str | None, in_tuple: bool) -> None:
         self.program = program
         self.text = program.text
         self.stream = program.stream
@@ -870,12 +882,12 @@ class _Expression:
         self.spans: list[Span] = []
         self.pending: list[_Pending] = []
         self.brackets = 0  # open parentheses and calls among `pending`
-        self.after = after
         self.end = 0
 
-    def parse(self) -> Node:
+    def parse(self, after: Token | None) -> Node:
+        """The expression; `after` is the token before it."""
         expect_operand = True
-        previous: Token | None = self.after
+        previous = after
         next_token = self.stream.next
         while True:
             token = next_token()
