@@ -602,10 +602,7 @@ class _Program:
         right = self.expression(operator)
         span = (target.start, self.previous_end)
         node = self.make(_AUGMENTED[operator.text], (bound, right), span)
-        if node.kind == "operation":
-            node.assigned = name
-        self.bound[name] = node
-        self.assignments.append((name, node, span))
+        self.bind(name, node, span)  # a new node: the name it is assigned to is its own
         self.last, self.last_name = node, name
 
     def is_backward(self) -> bool:
