@@ -235,22 +235,23 @@ def _tokens(text: str, limits: Limits) -> tuple[list[Token], ExpressionError | N
     tokens: list[Token] = []
     append = tokens.append
     longest = limits.max_identifier_length
+    error: ExpressionError | None = None
     for match in _TOKEN.finditer(text):
         kind = match.lastgroup
         assert kind is not None  # every alternative is a named group
         span = match.span(kind)
         if kind == "name":
             if span[1] - span[0] > longest:
-                append(Token("end", "", (span[0], span[0])))
-                return tokens, _too_long(text, *span, limits)
+                error = _too_long(text, *span, limits)
+                break
             append(Token(kind, match[kind], span))
         elif kind == "op":
             written = match[kind]
             if written == "//":
-                append(Token("end", "", (span[0], span[0])))
-                return tokens, ExpressionError(
+                error = ExpressionError(
                     "unsupported_syntax", _("floor division // is not supported; use /"), span
                 )
+                break
             append(Token(kind, written, span))
         elif kind == "punctuation" or kind == "equals":
             punctuation = match[kind]
@@ -260,10 +261,12 @@ def _tokens(text: str, limits: Limits) -> tuple[list[Token], ExpressionError | N
         elif kind == "end":
             break
         elif kind == "bad":
-            append(Token("end", "", (span[0], span[0])))
-            return tokens, _bad_character(text, span[0])
-    append(Token("end", "", (len(text), len(text))))
-    return tokens, None
+            error = _bad_character(text, span[0])
+            break
+    # The `end` token stands where the text ends, or where its error starts.
+    stop = len(text) if error is None else error.span[0]
+    append(Token("end", "", (stop, stop)))
+    return tokens, error
 
 
 def _too_long(text: str, start: int, end: int, limits: Limits) -> LimitExceeded:
