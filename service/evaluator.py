@@ -473,23 +473,15 @@ class Evaluator:
         """A `Value` for every input: its binding, else its declared default; or a
         `BindingError` naming what is wrong."""
         if len(bindings) > self.limits.max_bindings:
-            raise BindingError(
-                "too_many_bindings",
-                _(
-                    "{count} bindings; at most {maximum} are accepted",
-                    count=len(bindings),
-                    maximum=self.limits.max_bindings,
-                ),
-                [],
-            )
+            raise too_many_bindings(len(bindings), self.limits.max_bindings)
         defaults = parsed.defaults
         missing = [n for n in parsed.variables if n not in bindings and n not in defaults]
         known = parsed.reads
         unknown = sorted(n for n in bindings if n not in known and n not in defaults)
         if missing:
-            raise _unbound(missing, unknown)
+            raise unbound(missing, unknown)
         if unknown:
-            raise _unknown(unknown)
+            raise unknown_bindings(unknown)
         env = {}
         # The inputs, and any other name the program reads (in a statement the output does not
         # depend on), so every binding is checked.
@@ -510,7 +502,15 @@ class Evaluator:
         return env
 
 
-def _unbound(missing: list[str], unknown: list[str]) -> BindingError:
+def too_many_bindings(count: int, maximum: int) -> BindingError:
+    return BindingError(
+        "too_many_bindings",
+        _("{count} bindings; the limit is {maximum}", count=count, maximum=maximum),
+        [],
+    )
+
+
+def unbound(missing: list[str], unknown: list[str]) -> BindingError:
     if unknown:
         message = _(
             "no value given for {missing} (the bindings name {unknown}, which the expression "
@@ -523,7 +523,7 @@ def _unbound(missing: list[str], unknown: list[str]) -> BindingError:
     return BindingError("unbound_variables", message, missing)
 
 
-def _unknown(unknown: list[str]) -> BindingError:
+def unknown_bindings(unknown: list[str]) -> BindingError:
     if len(unknown) == 1:
         message = _(
             "{name} is not in the expression; remove the binding or check the spelling",

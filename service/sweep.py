@@ -20,7 +20,7 @@ import orjson
 
 from service.engine import Value, format_number
 from service.errors import BindingError, RequestTooLarge
-from service.evaluator import Compiled, Evaluator
+from service.evaluator import Compiled, Evaluator, too_many_bindings, unbound, unknown_bindings
 from service.i18n import Message, _
 from service.limits import Limits
 from service.parser import Lines, ParsedExpression
@@ -135,24 +135,12 @@ def at_bindings(
 
 def _check_names(parsed: ParsedExpression, bindings: Mapping[str, Any], max_bindings: int) -> None:
     if len(bindings) > max_bindings:
-        message = _(
-            "{count} bindings; at most {maximum} are accepted",
-            count=len(bindings),
-            maximum=max_bindings,
-        )
-        raise BindingError("too_many_bindings", message, [])
+        raise too_many_bindings(len(bindings), max_bindings)
     unknown = sorted(
         name for name in bindings if name not in parsed.reads and name not in parsed.defaults
     )
     if unknown:
-        raise BindingError("unknown_variables", _unknown_message(unknown), unknown)
-
-
-def _unknown_message(unknown: list[str]) -> Message:
-    return _(
-        "{names}: not in the expression; remove the binding or check the spelling",
-        names=", ".join(unknown),
-    )
+        raise unknown_bindings(unknown)
 
 
 def to_json(document: dict[str, Any]) -> bytes:
@@ -188,11 +176,10 @@ def _check_vary(
         raise BindingError("invalid_binding", message, names)
     unknown = sorted(set(names) - set(parsed.inputs))
     if unknown:
-        raise BindingError("unknown_variables", _unknown_message(unknown), unknown)
+        raise unknown_bindings(unknown)
     missing = [name for name in parsed.variables if name not in given and name not in names]
     if missing:
-        message = _("no value given for {names}", names=", ".join(missing))
-        raise BindingError("unbound_variables", message, missing)
+        raise unbound(missing, [])
     for axis in vary:
         if not (math.isfinite(axis.start) and math.isfinite(axis.stop)) or axis.points < 1:
             message = _(
@@ -237,8 +224,7 @@ def _check_points(
     for name in parsed.inputs:
         if name not in named:
             if name not in given and name in parsed.variable_set:
-                message = _("no value given for {names}", names=name)
-                raise BindingError("unbound_variables", message, [name])
+                raise unbound([name], [])
             continue
         fallback = given.get(name)
         column = [point.get(name, fallback) for point in points]

@@ -93,6 +93,31 @@ def test_without_a_server_every_heavy_request_is_admitted() -> None:
     assert client.post("/v1/gradients", json=HEAVY).status_code == 200
 
 
+@pytest.mark.parametrize(
+    ("language", "detail"),
+    [
+        ("en", "the service is busy with 1 other large request;"),
+        ("ru", "сервис уже обрабатывает 1 другой большой запрос;"),
+        ("et", "teenus on hõivatud 1 teise suure päringuga;"),
+    ],
+)
+def test_one_busy_slot_is_told_in_the_singular(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, language: str, detail: str
+) -> None:
+    """Two workers, one slot for heavy requests: the busy sentence counts one request."""
+    monkeypatch.setattr(costs, "SERVER", costs.Server())
+    costs.join_server(str(tmp_path), 2)
+    held = _hold(tmp_path, 0)
+    response = (
+        make_app()
+        .test_client()
+        .post("/v1/gradients", json=HEAVY, headers={"Accept-Language": language})
+    )
+    assert response.status_code == 503
+    assert response.get_json()["detail"].startswith(detail)
+    held.close()
+
+
 def test_heavy_requests_wait_for_no_slot_but_are_refused(server: Path) -> None:
     client = make_app().test_client()
     held = [_hold(server, 0), _hold(server, 1)]  # two other workers serve heavy requests

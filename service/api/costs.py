@@ -34,7 +34,7 @@ from typing import IO, Any
 from flask import Flask, Response, request
 
 from service.budget import time_budget
-from service.i18n import _
+from service.i18n import _, _n
 from service.kinds import Problem
 
 EXTENSION = "autograd.costs"  # the app's `extensions` key for its `RequestCosts`
@@ -90,10 +90,12 @@ class HeavySlots:
             return slot
         raise Problem(
             "service-busy",
-            _(
+            _n(
+                "the service is busy with {count} other large request; "
+                "try again in {seconds} s or send a smaller one",
                 "the service is busy with {count} other large requests; "
                 "try again in {seconds} s or send a smaller one",
-                count=count,
+                count,
                 seconds=BUSY_RETRY_AFTER_S,
             ),
             headers={"Retry-After": retry_after(BUSY_RETRY_AFTER_S)},

@@ -61,8 +61,7 @@ def over_rate() -> Response | None:
         return None
     rate = bucket.rate
     detail = _(
-        "this server renders at most {rate} pictures per second per worker; try again in "
-        "{seconds} s",
+        "this worker has drawn its share of pictures ({rate} per second); try again in {seconds} s",
         rate=format(rate, "g"),
         seconds=format(wait, ".1f"),
     )
