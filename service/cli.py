@@ -15,7 +15,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from service.derivatives import Differentiator
 from service.errors import AutogradError
@@ -53,7 +53,7 @@ def _add_source_arguments(
     command.add_argument(
         "-f",
         "--file",
-        type=argparse.FileType("r", encoding="utf-8"),
+        type=argparse.FileType("rb"),  # bytes, decoded below: `-` is then standard input's too
         help="read the expression or program from this file (- for standard input)",
     )
     command.add_argument("--output", help="the program's name whose value is the output")
@@ -128,11 +128,23 @@ def _parse_arguments(argv: Sequence[str]) -> argparse.Namespace:
                     args.bindings.insert(0, _binding(args.expression))
                 except argparse.ArgumentTypeError as error:
                     parser.error(str(error))
-            args.expression = args.file.read()
-            args.file.close()
+            args.expression = _read(args.file, parser)
         elif args.expression is None:
             parser.error("give an expression, or a program with --file")
     return args
+
+
+def _read(file: BinaryIO, parser: argparse.ArgumentParser) -> str:
+    """A file's text as UTF-8, without the byte-order mark some editors write first."""
+    with file:
+        source = file.read()
+    try:
+        return source.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        where = "standard input" if file is sys.stdin.buffer else file.name
+        parser.error(
+            f"{where} is not UTF-8 text: byte 0x{source[error.start]:02x} at byte {error.start}"
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

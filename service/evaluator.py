@@ -22,7 +22,7 @@ import orjson
 
 from service.engine import Value, format_number
 from service.errors import BindingError, DomainError
-from service.i18n import _
+from service.i18n import DEFAULT_LOCALE, _, _n
 from service.limits import DEFAULT_LIMITS, Limits
 from service.operations import BY_NAME, apply, shape
 from service.parser import Lines, Node, ParsedExpression, parse
@@ -86,7 +86,7 @@ class Compiled:
         self.parsed = parsed
         self.granularity = granularity
         self.node_of: dict[Node, int] = {}
-        self._skeletons: dict[tuple[str, ...], _Skeleton] = {}
+        self._skeletons: dict[tuple[tuple[str, ...], str], _Skeleton] = {}
         # Run once with every input NaN: NaN flows through every operation without raising,
         # so this traces the graph's shape without depending on any binding.
         nan = {name: Value(math.nan) for name in parsed.inputs}
@@ -136,16 +136,18 @@ class Compiled:
             if isinstance(result, Value)
         }
 
-    def skeleton(self, expression: str, selection: tuple[str, ...]) -> _Skeleton:
+    def skeleton(self, expression: str, selection: tuple[str, ...], locale: str) -> _Skeleton:
         """The document's bytes around its numbers for this selection, made on first use.
 
-        The expression is part of the cache key, so it is the same for every call."""
+        The expression is part of the cache key, so it is the same for every call. Only the
+        warnings are sentences: without any, one skeleton serves every language."""
+        key = (selection, locale if self.parsed.unused else DEFAULT_LOCALE)
         skeletons = self._skeletons
-        skeleton = skeletons.get(selection)
+        skeleton = skeletons.get(key)
         if skeleton is None:
             if len(skeletons) >= _SKELETONS:  # a bounded few selections per program
                 skeletons.clear()
-            skeleton = skeletons[selection] = _Skeleton(expression, self, selection)
+            skeleton = skeletons[key] = _Skeleton(expression, self, *key)
         return skeleton
 
     def build(self, env: Mapping[str, Value]) -> tuple[Value, dict[Node, Value | float]]:
@@ -417,9 +419,14 @@ class Evaluator:
             }
 
     def structure(
-        self, expression: str, granularity: str = DEFAULT_GRANULARITY, output: str | None = None
+        self,
+        expression: str,
+        granularity: str = DEFAULT_GRANULARITY,
+        output: str | None = None,
+        locale: str = DEFAULT_LOCALE,
     ) -> dict[str, Any]:
-        """The graph without numbers, and the inputs to bind: for laying out the graph."""
+        """The graph without numbers, and the inputs to bind: for laying out the graph. Its
+        warnings are in `locale`."""
         with _no_cycle_collection():  # one region for the request: see `_no_cycle_collection`
             compiled = self.compile(expression, granularity, output)
             nodes = [_shape_document(template) for template in compiled.templates]
@@ -434,7 +441,7 @@ class Evaluator:
             "output": parsed.output,
             "graph": {"root": compiled.root, "nodes": nodes},
             "forward": list(range(len(nodes))),
-            "warnings": _warnings(parsed),
+            "warnings": _warnings(parsed, locale),
         }
 
     def evaluate(
@@ -443,12 +450,15 @@ class Evaluator:
         bindings: Mapping[str, float] | None = None,
         granularity: str = DEFAULT_GRANULARITY,
         output: str | None = None,
+        locale: str = DEFAULT_LOCALE,
     ) -> dict[str, Any]:
-        """Value, gradients, graph, forward order and backward schedule for these bindings."""
+        """Value, gradients, graph, forward order and backward schedule for these bindings; the
+        warnings in `locale`."""
         with _no_cycle_collection():
             compiled = self.compile(expression, granularity, output)
             env = self.bind(compiled.parsed, bindings or {})
-            return _document(expression, compiled, _evaluation(expression, compiled, env))
+            evaluation = _evaluation(expression, compiled, env)
+            return _document(expression, compiled, evaluation, locale)
 
     def render(
         self,
@@ -457,6 +467,7 @@ class Evaluator:
         granularity: str = DEFAULT_GRANULARITY,
         output: str | None = None,
         fields: str | None = None,
+        locale: str = DEFAULT_LOCALE,
     ) -> bytes:
         """`evaluate`'s document as JSON bytes, or only the parts `fields` names (see `select`).
 
@@ -466,7 +477,7 @@ class Evaluator:
         with _no_cycle_collection():
             compiled = self.compile(expression, granularity, output)
             env = self.bind(compiled.parsed, bindings or {})
-            skeleton = compiled.skeleton(expression, selection)
+            skeleton = compiled.skeleton(expression, selection, locale)
             return skeleton.render(_evaluation(expression, compiled, env))
 
     def bind(self, parsed: ParsedExpression, bindings: Mapping[str, float]) -> dict[str, Value]:
@@ -481,7 +492,7 @@ class Evaluator:
         if missing:
             raise unbound(missing, unknown)
         if unknown:
-            raise unknown_bindings(unknown)
+            raise unknown_bindings(unknown, parsed.assigned)
         env = {}
         # The inputs, and any other name the program reads (in a statement the output does not
         # depend on), so every binding is checked.
@@ -523,8 +534,17 @@ def unbound(missing: list[str], unknown: list[str]) -> BindingError:
     return BindingError("unbound_variables", message, missing)
 
 
-def unknown_bindings(unknown: list[str]) -> BindingError:
-    if len(unknown) == 1:
+def unknown_bindings(unknown: list[str], assigned: frozenset[str]) -> BindingError:
+    """Bindings of names that are not inputs: ones the program assigns, or not in it at all."""
+    if computed := [name for name in unknown if name in assigned]:
+        message = _n(
+            "{names} is assigned by the program, so it takes no value: give values to the inputs",
+            "{names} are assigned by the program, so they take no values: give values to the "
+            "inputs",
+            len(computed),
+            names=", ".join(computed),
+        )
+    elif len(unknown) == 1:
         message = _(
             "{name} is not in the expression; remove the binding or check the spelling",
             name=unknown[0],
@@ -537,8 +557,8 @@ def unknown_bindings(unknown: list[str]) -> BindingError:
     return BindingError("unknown_variables", message, unknown)
 
 
-def _warnings(parsed: ParsedExpression) -> list[dict[str, Any]]:
-    """A warning for each assignment the output does not depend on."""
+def _warnings(parsed: ParsedExpression, locale: str) -> list[dict[str, Any]]:
+    """A warning for each assignment the output does not depend on, in `locale`."""
     warnings: list[dict[str, Any]] = []
     if not parsed.unused:
         return warnings
@@ -553,7 +573,7 @@ def _warnings(parsed: ParsedExpression) -> list[dict[str, Any]]:
                     "{name} is assigned on line {line}, but the output does not depend on it",
                     name=name,
                     line=line,
-                ),
+                ).translate(locale),
                 "span": list(span),
                 "line": line,
                 "column": column,
@@ -611,7 +631,9 @@ def _schedule(
     return backward
 
 
-def _document(expression: str, compiled: Compiled, evaluation: _Evaluation) -> dict[str, Any]:
+def _document(
+    expression: str, compiled: Compiled, evaluation: _Evaluation, locale: str
+) -> dict[str, Any]:
     nodes = _node_documents(compiled.templates, evaluation)
     parsed = compiled.parsed
     return {
@@ -623,7 +645,7 @@ def _document(expression: str, compiled: Compiled, evaluation: _Evaluation) -> d
         "graph": {"root": compiled.root, "nodes": nodes},
         "forward": list(range(len(nodes))),
         "backward": _schedule(compiled.children, evaluation),
-        "warnings": _warnings(parsed),
+        "warnings": _warnings(parsed, locale),
     }
 
 
@@ -690,10 +712,13 @@ class _Skeleton:
     call on a flat list) and splices them into the gaps, giving the very bytes the whole
     document would have serialized to."""
 
-    def __init__(self, expression: str, compiled: Compiled, selection: tuple[str, ...]) -> None:
+    def __init__(
+        self, expression: str, compiled: Compiled, selection: tuple[str, ...], locale: str
+    ) -> None:
         self.expression = expression
         self.compiled = compiled
         self.selection = selection
+        self.locale = locale
         templates = compiled.templates
         slot = _SLOT
         full: dict[str, Any] = {
@@ -726,7 +751,7 @@ class _Skeleton:
                 }
                 for i in range(len(templates) - 1, -1, -1)
             ],
-            "warnings": _warnings(compiled.parsed),
+            "warnings": _warnings(compiled.parsed, locale),
         }
         document = {key: full[key] for key in selection if key in full}
         columns = [name.split(".", 1)[1] for name in selection if name.startswith("nodes.")]
@@ -757,7 +782,7 @@ class _Skeleton:
                 part(evaluation, numbers)
         fragments = self.fragments
         if fragments is None:  # pragma: no cover - see __init__
-            whole = _document(self.expression, self.compiled, evaluation)
+            whole = _document(self.expression, self.compiled, evaluation, self.locale)
             return orjson.dumps(_selected(whole, self.selection))
         if not numbers:
             return fragments[0]

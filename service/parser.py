@@ -106,6 +106,7 @@ class ParsedExpression:
         unused: tuple[tuple[str, Span], ...] = (),
         statements: int = 1,
         reads: tuple[str, ...] = (),
+        assigned: tuple[str, ...] = (),
     ) -> None:
         self.text = text
         self.root = root  # the output's node
@@ -118,6 +119,7 @@ class ParsedExpression:
         # Every name the program reads without assigning it, used by the output or not: a
         # binding may give any of them.
         self.reads = frozenset(reads) | frozenset(variables)
+        self.assigned = frozenset(assigned)  # names the program assigns: never inputs
 
     def postorder(self) -> list[Node]:
         """Every tree node once, operands before the operation that uses them, left to right."""
@@ -194,6 +196,7 @@ _TOKEN = re.compile(
       | (?P<number>(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)
       | (?P<punctuation>[(),;.])
       | (?P<comment>\#[^\n]*)
+      | (?P<continuation>\\\r?\n)  # a backslash that ends a line continues it, as in Python
       | (?P<end>\Z)
       | (?P<bad>.)  # a character no token takes
     )
@@ -263,6 +266,7 @@ def _tokens(text: str, limits: Limits) -> tuple[list[Token], ExpressionError | N
         elif kind == "bad":
             error = _bad_character(text, span[0])
             break
+        # else a comment or a line continuation: space, like the space before a token
     # The `end` token stands where the text ends, or where its error starts.
     stop = len(text) if error is None else error.span[0]
     append(Token("end", "", (stop, stop)))
@@ -392,6 +396,8 @@ _STATEMENT_ENDS = ("newline", ";", "end")
 _ENDS_OR_COMMA = frozenset((*_STATEMENT_ENDS, ","))
 _DECLARE = "Value"  # `name = Value(number)` declares an input
 _METHODS = (*FUNCTIONS, "backward")
+# Modules whose functions share our functions' names: `math.exp(x)` is left after its import.
+_MODULES = frozenset(("math", "cmath", "numpy", "np", "torch", "F", "jax", "jnp", "sympy", "sp"))
 # Names that are not variables: one test, in the common case, for what `name` refuses.
 _NOT_VARIABLES = frozenset((*FUNCTIONS, _DECLARE, *keyword.kwlist))
 # Python statements that are not part of the language, with what to tell the learner.
@@ -426,13 +432,18 @@ class _Program:
         self.read_as_input: dict[str, Span] = {}  # names read before any assignment: inputs
         self.defaults: dict[str, float] = {}
         self.declared_at: dict[str, Span] = {}
-        self.assignments: list[tuple[str, Node, Span]] = []
+        # Each assignment: (name, node, statement span, the earlier assignments it reads).
+        self.assignments: list[tuple[str, Node, Span, tuple[int, ...]]] = []
+        self.bound_by: dict[str, int] = {}  # the assignment each bound name comes from
+        self.reading: list[int] = []  # the assignments the expression being read reads
         self.statements = 0
         self.node_count = 0  # over every statement: bounds the work whatever the output is
         self.made = 0  # tree nodes made: when the output's tree has them all, none is unused
         self.last: Node | None = None
         self.last_name: str | None = None
+        self.last_reads: tuple[int, ...] = ()  # the assignments the last statement's value reads
         self.backward: tuple[str, Node, Span] | None = None
+        self.backward_reads: tuple[int, ...] = ()
         self.terminator: Token | None = None  # what ended the last expression
         self.previous_end = 0  # where the last expression ended
 
@@ -450,8 +461,8 @@ class _Program:
             raise ExpressionError(
                 "empty_expression", _("the expression is empty"), stream.peek().span
             )
-        root, name = self.output(output)
-        return self.result(root, name)
+        root, name, reads = self.output(output)
+        return self.result(root, name, reads)
 
     # -- one statement ---------------------------------------------------------------------
 
@@ -487,7 +498,7 @@ class _Program:
             if second.kind == "." and self.is_backward():
                 return self.backward_statement()
         root = self.expression(None)
-        self.last, self.last_name = root, None
+        self.last, self.last_name, self.last_reads = root, None, tuple(self.reading)
 
     def targets(self) -> list[Token] | None:
         """`a, b, c =`: the names, when the statement is a tuple assignment."""
@@ -545,7 +556,7 @@ class _Program:
         node = self.expression(equals, declaring=name if declaring else None)
         if name in self.read_as_input:  # `x = x + 1` reads x before any statement assigns it
             raise self.read_before_assignment(name, target)
-        self.bind(name, node, (target.start, self.previous_end))
+        self.bind(name, node, (target.start, self.previous_end), self.reading)
         self.last, self.last_name = node, name
 
     def tuple_assignment(self, targets: list[Token]) -> None:
@@ -554,9 +565,10 @@ class _Program:
             self.check_target(target)
         equals = self.stream.next()
         start = targets[0].start
-        values = []
+        values, reads = [], []
         for i in range(len(targets)):
             values.append(self.expression(equals, in_tuple=True))
+            reads.append(self.reading)
             assert self.terminator is not None
             if (self.terminator.kind == ",") != (i < len(targets) - 1):
                 raise ExpressionError(
@@ -571,16 +583,19 @@ class _Program:
         for target in targets:  # `a, b = b, a` reads them before any statement assigns them
             if target.text in self.read_as_input:
                 raise self.read_before_assignment(target.text, target)
-        for target, node in zip(targets, values, strict=True):
-            self.bind(target.text, node, span)
+        for target, node, read in zip(targets, values, reads, strict=True):
+            self.bind(target.text, node, span, read)
         self.last, self.last_name = values[-1], targets[-1].text
 
-    def bind(self, name: str, node: Node, span: Span) -> None:
-        """`name` refers to `node` from here on; `span` is the statement that says so."""
+    def bind(self, name: str, node: Node, span: Span, reads: list[int]) -> None:
+        """`name` refers to `node` from here on; `span` is the statement that says so, and
+        `reads` the earlier assignments its value reads."""
         if node.kind == "operation" and node.assigned is None:
             node.assigned = name
         self.bound[name] = node
-        self.assignments.append((name, node, span))
+        self.bound_by[name] = len(self.assignments)
+        self.last_reads = (self.bound_by[name],)
+        self.assignments.append((name, node, span, tuple(reads)))
 
     def augmented(self, target: Token, operator: Token) -> None:
         name = target.text
@@ -605,7 +620,8 @@ class _Program:
         right = self.expression(operator)
         span = (target.start, self.previous_end)
         node = self.make(_AUGMENTED[operator.text], (bound, right), span)
-        self.bind(name, node, span)  # a new node: the name it is assigned to is its own
+        # a new node, which reads the name's earlier value: the name it is assigned to is its own
+        self.bind(name, node, span, [*self.reading, self.bound_by[name]])
         self.last, self.last_name = node, name
 
     def is_backward(self) -> bool:
@@ -644,6 +660,7 @@ class _Program:
                 span,
             )
         self.backward = (name, bound, span)
+        self.backward_reads = (self.bound_by[name],)
         self.end_statement()
 
     def end_statement(self) -> None:
@@ -659,6 +676,7 @@ class _Program:
         self, after: Token | None, *, declaring: str | None = None, in_tuple: bool = False
     ) -> Node:
         """The expression that starts at the next token; `after` is the token before it."""
+        self.reading = []
         reader = _Expression(self, declaring, in_tuple)
         root = reader.parse(after)
         self.previous_end = reader.end
@@ -736,6 +754,7 @@ class _Program:
         name = token.text
         bound = self.bound.get(name)
         if bound is not None:
+            self.reading.append(self.bound_by[name])
             return bound
         if name not in self.read_as_input:
             self.read_as_input[name] = token.span
@@ -775,14 +794,16 @@ class _Program:
 
     # -- the output ------------------------------------------------------------------------
 
-    def output(self, requested: str | None) -> tuple[Node, str | None]:
+    def output(self, requested: str | None) -> tuple[Node, str | None, tuple[int, ...]]:
+        """The output's node, its name if it has one, and the assignments it reads."""
         if requested is not None:
             bound = self.bound.get(requested)
             if bound is not None:
-                return bound, requested
+                return bound, requested, (self.bound_by[requested],)
             if requested in self.read_as_input:
                 self.made += 1
-                return Node("variable", self.read_as_input[requested], name=requested), requested
+                variable = Node("variable", self.read_as_input[requested], name=requested)
+                return variable, requested, ()
             from service.errors import BindingError
 
             raise BindingError(
@@ -794,34 +815,28 @@ class _Program:
                 [requested],
             )
         if self.backward is not None:
-            return self.backward[1], self.backward[0]
+            return self.backward[1], self.backward[0], self.backward_reads
         assert self.last is not None
-        return self.last, self.last_name
+        return self.last, self.last_name, self.last_reads
 
-    def result(self, root: Node, name: str | None) -> ParsedExpression:
-        if self.statements == 1 and not self.assignments and self.backward is None:
+    def result(self, root: Node, name: str | None, reads: tuple[int, ...]) -> ParsedExpression:
+        """The parsed program whose output is `root`, which reads the assignments `reads`."""
+        if self.statements == 1 and not self.assignments and name is None:
             # A plain expression: its inputs and nodes are all the parser counted.
             return ParsedExpression(
                 self.text, root, tuple(self.read_as_input), max(self.node_count, 1)
             )
         order = postorder(root)
         variables = dict.fromkeys(node.name for node in order if node.kind == "variable")
-        unused: tuple[tuple[str, Span], ...]
         if len(order) == self.made:
             # The output uses every node the statements made (the common case), so it builds
-            # all the parser counted, and no assignment is unused.
-            count, unused = self.node_count, ()
+            # all the parser counted.
+            count = self.node_count
         else:
             count = len(variables) + sum(
                 _NODES[node.op, tuple([a.kind == "constant" for a in node.args])]
                 for node in order
                 if node.kind == "operation"
-            )
-            reachable = {id(node) for node in order}
-            unused = tuple(
-                (target, span)
-                for target, node, span in self.assignments
-                if id(node) not in reachable
             )
         self.check_nodes(root.span, count)
         if root.kind == "constant" and variables:  # pragma: no cover - folding invariant
@@ -833,12 +848,30 @@ class _Program:
             max(count, 1),
             defaults=self.defaults,
             output=name,
-            unused=unused,
+            unused=self.unused(reads),
             statements=self.statements,
             reads=tuple(self.read_as_input),
+            assigned=tuple(name for name in self.bound if name not in self.defaults),
         )
         parsed._postorder = order  # computed already
         return parsed
+
+    def unused(self, reads: tuple[int, ...]) -> tuple[tuple[str, Span], ...]:
+        """(name, statement span) of every assignment the output reads neither directly nor
+        through another. By the names read, not by the nodes: a name bound to a number is
+        used even though each use of it is a leaf of its own."""
+        used: set[int] = set()
+        pending = list(reads)
+        while pending:
+            index = pending.pop()
+            if index not in used:
+                used.add(index)
+                pending.extend(self.assignments[index][3])
+        return tuple(
+            (name, span)
+            for index, (name, _node, span, _reads) in enumerate(self.assignments)
+            if index not in used
+        )
 
 
 # -- the expression parser ------------------------------------------------------------------
@@ -1140,7 +1173,10 @@ class _Expression:
                 attribute=name.text,
             )
             raise ExpressionError("unsupported_syntax", message, span)
-        opening, closing = self.stream.next(), self.stream.next()
+        opening = self.stream.next()
+        while self.stream.peek().kind == "newline":  # inside the brackets a newline is space
+            self.stream.next()
+        closing = self.stream.next()
         if opening.kind != "(":
             message = _("write .{method}() with parentheses", method=name.text)
             raise ExpressionError("unsupported_syntax", message, span)
@@ -1148,14 +1184,22 @@ class _Expression:
             message = _("backward() names the output on a line of its own: write name.backward()")
             raise ExpressionError("unsupported_syntax", message, (dot.start, closing.end))
         if closing.kind != ")":
-            message = _(
-                "{function}() takes no arguments as a method: write x.{function}()",
-                function=name.text,
-            )
+            kind, start, receiver = "wrong_arity", dot.start, self.text[written[0] : written[1]]
+            if receiver in _MODULES and receiver not in self.program.bound:
+                kind, start = "unsupported_syntax", written[0]
+                message = _(
+                    "{module}.{function}(...) is a module's function: write {function}(...), "
+                    "which is built in",
+                    module=receiver,
+                    function=name.text,
+                )
+            else:
+                message = _(
+                    "{function}() takes no arguments as a method: write x.{function}()",
+                    function=name.text,
+                )
             end = self.text.find(")", closing.start)
-            raise ExpressionError(
-                "wrong_arity", message, (dot.start, closing.end if end < 0 else end + 1)
-            )
+            raise ExpressionError(kind, message, (start, closing.end if end < 0 else end + 1))
         self.operands.pop()
         self.spans.pop()
         span = (written[0], closing.end)

@@ -140,7 +140,7 @@ def _check_names(parsed: ParsedExpression, bindings: Mapping[str, Any], max_bind
         name for name in bindings if name not in parsed.reads and name not in parsed.defaults
     )
     if unknown:
-        raise unknown_bindings(unknown)
+        raise unknown_bindings(unknown, parsed.assigned)
 
 
 def to_json(document: dict[str, Any]) -> bytes:
@@ -176,7 +176,7 @@ def _check_vary(
         raise BindingError("invalid_binding", message, names)
     unknown = sorted(set(names) - set(parsed.inputs))
     if unknown:
-        raise unknown_bindings(unknown)
+        raise unknown_bindings(unknown, parsed.assigned)
     missing = [name for name in parsed.variables if name not in given and name not in names]
     if missing:
         raise unbound(missing, [])

@@ -161,7 +161,7 @@ PYTHON_SYNTAX = {
     "star": ("*a", "unexpected-token"),
     "double-star": ("**a", "unexpected-token"),
     "trailing-comma": ("a,", "unexpected-token"),
-    "backslash": ("a \\\n+ a", "unsupported-syntax"),
+    "backslash": ("a \\ + a", "unsupported-syntax"),  # one that does not end a line
     "backtick": ("`a`", "unsupported-syntax"),
     "dollar": ("$a", "unsupported-syntax"),
     "question": ("a ? a : a", "unsupported-syntax"),

@@ -302,11 +302,36 @@ def test_unused_statements_add_no_nodes_and_are_warned_about() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("program", "unused"),
+    [
+        # A name bound to a number is used through the names that read it, though each use
+        # of it is a leaf of its own.
+        ("k = 2.0; k2 = k * 3; y = a * k2 + k2", []),
+        ("k = 2.0; k += 1; y = a * k", []),
+        ("p, q = 1, 2\nr = p * q * a", []),
+        # A tuple assignment's values are read one by one: q is not read by the output.
+        ("p, q = a, a * 2\nr = p * 2", ["q"]),
+        # An alias the output never reads is unused, though its node is the output's own.
+        ("x = a * 2; y = x; z = x + 1", ["y"]),
+        ("x = a * 2; x = x * 3; z = a", ["x", "x"]),
+    ],
+)
+def test_an_assignment_is_unused_when_the_output_reads_it_by_no_name(
+    program: str, unused: list[str]
+) -> None:
+    document = evaluator.evaluate(program, {"a": 2})
+    assert [w["name"] for w in document["warnings"]] == unused
+
+
 def test_the_output_field_names_the_output() -> None:
     program = "t = a * 3\ny = t + 1"
     assert evaluator.evaluate(program, {"a": 1}, output="t")["value"] == 3.0
     assert evaluator.evaluate(program, {"a": 1}, output="y")["value"] == 4.0
     assert evaluator.evaluate(program, {"a": 1}, output="a")["value"] == 1.0
+    # A plain expression's output may be one of its inputs: the graph is that input's alone.
+    document = evaluator.evaluate("a * 2", {"a": 1}, output="a")
+    assert (document["value"], document["output"], len(document["graph"]["nodes"])) == (1, "a", 1)
     assert evaluator.structure(program, output="t")["output"] == "t"
     with pytest.raises(BindingError) as raised:
         evaluator.evaluate(program, {"a": 1}, output="nope")
@@ -362,6 +387,8 @@ REFUSED = [
     ("f = lambda x: x", "unsupported_syntax", (4, 12), "lambda"),
     ("x = a.foo()", "unsupported_syntax", (5, 9), "methods are relu(), exp(), log() and tanh()"),
     ("x = a.relu(2)", "wrong_arity", (5, 13), "no arguments"),
+    ("x = math.exp(2)", "unsupported_syntax", (4, 15), "write exp(...), which is built in"),
+    ("x = np.tanh(a) * 2", "unsupported_syntax", (4, 14), "write tanh(...)"),
     ("x = sum(a)", "unknown_function", (4, 8), "not a supported function"),
     ("y = x * 2\nx = Value(1.0)", "used_before_assignment", (4, 5),
      "before the statement on line 2"),
@@ -443,14 +470,34 @@ def test_the_command_line_reads_standard_input(monkeypatch, capsys) -> None:
 
     from service.cli import main
 
-    monkeypatch.setattr("sys.stdin", io.StringIO(SANITY_CHECK))
+    def stdin(data: bytes) -> io.TextIOWrapper:
+        return io.TextIOWrapper(io.BytesIO(data), encoding="utf-8")
+
+    monkeypatch.setattr("sys.stdin", stdin(SANITY_CHECK.encode()))
     assert main(["eval", "-f", "-"]) == 0
     document = json.loads(capsys.readouterr().out)
     assert (document["value"], document["gradients"]) == (-20.0, {"x": 46.0})
-    monkeypatch.setattr("sys.stdin", io.StringIO("x = Value(1.0)\ny = x.data\n"))
+    monkeypatch.setattr("sys.stdin", stdin(b"x = Value(1.0)\ny = x.data\n"))
     assert main(["eval", "-f", "-"]) == 2
     _, err = capsys.readouterr()
     assert "y = x.data" in err and "^^^^^" in err
+    # A byte-order mark is not part of the program; bytes that are not UTF-8 are a usage error.
+    monkeypatch.setattr("sys.stdin", stdin(b"\xef\xbb\xbfx = Value(1.0)\ny = x * 2\n"))
+    assert main(["eval", "-f", "-"]) == 0
+    assert json.loads(capsys.readouterr().out)["value"] == 2.0
+    monkeypatch.setattr("sys.stdin", stdin(b"x = Value(1.0)\ny = x * 2 \xff\n"))
+    with pytest.raises(SystemExit) as raised:
+        main(["eval", "-f", "-"])
+    assert raised.value.code == 2
+    err = capsys.readouterr().err
+    assert "standard input is not UTF-8 text: byte 0xff at byte 25" in err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("inside", ["\n", "  # nothing to pass\n", "\n\n  "])
+def test_a_methods_empty_brackets_may_hold_newlines_and_comments(inside: str) -> None:
+    program = f"x = Value(2.0)\ny = x.exp({inside})"
+    assert evaluator.evaluate(program)["value"] == evaluator.evaluate("exp(2.0)")["value"]
 
 
 @pytest.mark.parametrize("indent", ["    ", "\t"])
@@ -496,3 +543,67 @@ def test_a_program_refusal_over_http_gives_line_and_column(client) -> None:
     assert problem["position"] == {"start": 20, "end": 25, "line": 2, "column": 6}
     response = client.post("/v1/gradients", json={"expression": "y = a", "output": "z"})
     assert response.get_json()["type"].endswith("/unknown-output")
+
+
+@pytest.mark.parametrize(
+    ("language", "says"),
+    [
+        ("en", "u is assigned on line 1, but the output does not depend on it"),
+        ("ru", "u присваивается в строке 1, но выход от него не зависит"),
+        ("et", "u omistatakse real 1, aga väljund sellest ei sõltu"),
+    ],
+)
+@pytest.mark.parametrize(
+    "request_",
+    [
+        ("/v1/gradients", {}),
+        ("/v1/gradients", {"fields": "value,warnings"}),
+        ("/v1/gradients", {"granularity": "primitive"}),
+        ("/v1/graph", {}),
+    ],
+    ids=["gradients", "selected", "primitive", "graph"],
+)
+def test_warnings_speak_the_requests_language(
+    client, request_: tuple[str, dict], language: str, says: str
+) -> None:
+    path, extra = request_
+    body = {"expression": "a = Value(1.0); u = Value(2.0); b = a * 3", **extra}
+    # Twice: the second answer comes from the cache, which keeps a document per language.
+    for _ in range(2):
+        response = client.post(path, json=body, headers={"Accept-Language": language})
+        assert [w["message"] for w in response.get_json()["warnings"]] == [says]
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "names"),
+    [
+        ("/v1/gradients", {"bindings": {"raw_cost": 3}}, ["raw_cost"]),
+        ("/v1/gradients", {"bindings": {"raw_cost": 3, "cost": 1, "nope": 2}},
+         ["cost", "raw_cost"]),
+        ("/v1/sweep", {"vary": [{"name": "raw_cost", "from": 0, "to": 1, "points": 3}]},
+         ["raw_cost"]),
+        ("/v1/sweep", {"points": [{"weight_fee": 1}]}, ["weight_fee"]),
+    ],
+)  # fmt: skip
+def test_a_binding_of_an_assigned_name_says_the_program_computes_it(
+    client, path: str, body: dict[str, Any], names: list[str]
+) -> None:
+    response = client.post(path, json={"expression": SHIPPING, **body})
+    problem = response.get_json()
+    assert response.status_code == 422
+    assert problem["type"].endswith("/unknown-variables")
+    assert problem["detail"].startswith(", ".join(names) + (" is" if len(names) == 1 else " are"))
+    assert "assigned by the program" in problem["detail"]
+    russian = client.post(path, json={"expression": SHIPPING, **body},
+                          headers={"Accept-Language": "ru"}).get_json()  # fmt: skip
+    assert "вычисляет сама программа" in russian["detail"]
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+def test_a_backslash_that_ends_a_line_continues_it(newline: str) -> None:
+    program = f"a = Value(2.0)\nb = a * \\{newline}    3 + \\{newline}a"
+    document = evaluator.evaluate(program, {}, "primitive")
+    assert (document["value"], document["output"]) == (8.0, "b")
+    assert document["graph"]["nodes"][-1]["span"] == [19, len(program)]
+    with pytest.raises(ExpressionError, match="backslashes"):
+        evaluator.evaluate("a = Value(2.0)\nb = a \\ 3")

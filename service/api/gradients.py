@@ -6,7 +6,7 @@ from typing import Any
 
 from flask import Response
 
-from service.api import evaluator
+from service.api import evaluator, language
 from service.api.examples import GRADIENTS_REQUEST, gradients_examples, request_examples
 from service.api.pictures import DRAWING_CONTENT, document_or_drawing
 from service.api.problems import documents_problems
@@ -49,6 +49,8 @@ def gradients(body: dict[str, Any]) -> Response:
     a 422 problem saying where. With `fields`, only the parts named are returned.
     """
     source = (body["expression"], body["bindings"], body["granularity"], body["output"])
+    locale = language.current()
     if body["format"] == "json":  # the bytes straight from the evaluator, as sent most often
-        return Response(evaluator().render(*source, body["selection"]), mimetype="application/json")
-    return document_or_drawing(evaluator().evaluate(*source), body["format"])
+        document = evaluator().render(*source, body["selection"], locale)
+        return Response(document, mimetype="application/json")
+    return document_or_drawing(evaluator().evaluate(*source, locale), body["format"])

@@ -6,7 +6,7 @@ from typing import Any
 
 from flask import Response
 
-from service.api import evaluator
+from service.api import evaluator, language
 from service.api.examples import GRAPH_REQUEST, graph_examples, request_examples
 from service.api.pictures import DRAWING_CONTENT, document_or_drawing
 from service.api.problems import documents_problems
@@ -35,6 +35,8 @@ def graph(body: dict[str, Any]) -> Response:
     `position` gives the characters to underline.
     """
     return document_or_drawing(
-        evaluator().structure(body["expression"], body["granularity"], body["output"]),
+        evaluator().structure(
+            body["expression"], body["granularity"], body["output"], language.current()
+        ),
         body["format"],
     )
