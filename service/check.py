@@ -447,8 +447,9 @@ def check(
     variables = list(document["gradients"])
     # An input the output does not use has a gradient (0) but no node: UNUSED stands for it.
     variable_node = {node["label"]: node["id"] for node in nodes if node["kind"] == "variable"}
-    node_key = {str(node["id"]): node["id"] for node in nodes}
-    node_key.update({node["name"]: node["id"] for node in nodes if node.get("name")})
+    named = evaluator.compile(expression, output=output).named
+    node_key = {str(node["id"]): node["id"] for node in nodes} | named
+    node_label = _node_labels(nodes, named)
     _refuse_unknown(answers, variables, node_key)
 
     items: list[_Item] = []
@@ -465,8 +466,7 @@ def check(
     if answers.get("nodes") is not None:
         given = {node_key[key]: answer for key, answer in answers["nodes"].items()}
         for node in nodes:
-            key = node.get("name") or node["id"]  # a program's named node by its name
-            item = _Item(f"nodes.{key}", node["grad"], given.get(node["id"]))
+            item = _Item(f"nodes.{node_label[node['id']]}", node["grad"], given.get(node["id"]))
             _judge_number(item, expression, document, mistakes, node["id"], tolerance)
             items.append(item)
     if answers.get("derivatives") is not None:
@@ -488,6 +488,17 @@ def check(
             result["expected"] = item.expected
         results.append(result)
     return {"score": correct / len(answered) if answered else 0.0, "results": results}
+
+
+def _node_labels(nodes: list[dict[str, Any]], named: Mapping[str, int]) -> list[str]:
+    """Each node's item label: its name while the program's last assignment to that name still
+    refers to it, else its id. A reassigned name leaves several nodes carrying it, and a name
+    must label one node only: the one it means, as an answer given by that name does."""
+    labels = [str(node["id"]) for node in nodes]
+    for name, at in named.items():
+        if nodes[at]["name"] == name:  # not `b` of `b = a`, which names a node made for `a`
+            labels[at] = name
+    return labels
 
 
 @cache

@@ -135,6 +135,11 @@ class Compiled:
             for source, result in results.items()
             if isinstance(result, Value)
         }
+        # The graph node each name refers to once the program has run, for names whose node the
+        # output uses: a reassigned name leaves several nodes carrying it, and means the last.
+        self.named = {
+            name: self.node_of[node] for name, node in parsed.bound.items() if node in self.node_of
+        }
 
     def skeleton(self, expression: str, selection: tuple[str, ...], locale: str) -> _Skeleton:
         """The document's bytes around its numbers for this selection, made on first use.

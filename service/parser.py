@@ -107,6 +107,7 @@ class ParsedExpression:
         statements: int = 1,
         reads: tuple[str, ...] = (),
         assigned: tuple[str, ...] = (),
+        bound: dict[str, Node] | None = None,
     ) -> None:
         self.text = text
         self.root = root  # the output's node
@@ -120,6 +121,9 @@ class ParsedExpression:
         # binding may give any of them.
         self.reads = frozenset(reads) | frozenset(variables)
         self.assigned = frozenset(assigned)  # names the program assigns: never inputs
+        # What each assigned name refers to once the program has run: its last assignment, as
+        # in Python. Earlier nodes given the same name still carry it as their `Node.assigned`.
+        self.bound = bound or {}
 
     def postorder(self) -> list[Node]:
         """Every tree node once, operands before the operation that uses them, left to right."""
@@ -828,6 +832,7 @@ class _Program:
             )
         order = postorder(root)
         variables = dict.fromkeys(node.name for node in order if node.kind == "variable")
+        bound = self.bound
         if len(order) == self.made:
             # The output uses every node the statements made (the common case), so it builds
             # all the parser counted.
@@ -838,6 +843,10 @@ class _Program:
                 for node in order
                 if node.kind == "operation"
             )
+            # A compiled program is cached with its tree: names of statements the output does
+            # not use must not keep those statements' nodes alive.
+            reachable = {id(node) for node in order}
+            bound = {name: node for name, node in bound.items() if id(node) in reachable}
         self.check_nodes(root.span, count)
         if root.kind == "constant" and variables:  # pragma: no cover - folding invariant
             raise AssertionError("a constant output has no inputs")
@@ -852,6 +861,7 @@ class _Program:
             statements=self.statements,
             reads=tuple(self.read_as_input),
             assigned=tuple(name for name in self.bound if name not in self.defaults),
+            bound=bound,
         )
         parsed._postorder = order  # computed already
         return parsed

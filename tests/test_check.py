@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 
-from service.check import CODES, Tolerance, check
+from service.check import CODES, AnswerError, Tolerance, check
 from service.evaluator import Evaluator
 
 EVALUATOR = Evaluator()
@@ -357,3 +357,115 @@ def test_an_input_the_output_does_not_use_has_gradient_zero() -> None:
     assert results["gradients.x"]["verdict"] == "correct"
     assert results["gradients.unused"]["expected"] == 0
     assert results["gradients.unused"]["verdict"] == "incorrect"
+
+
+# -- programs that reassign a name --------------------------------------------------------------
+
+# y names two nodes: x*x (id 1), then y*3 (id 3), which y refers to once the program has run.
+REASSIGNED = "x = Value(2.0)\ny = x*x\ny = y*3\ny.backward()"
+
+
+def node_results(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    results = [result for result in document["results"] if result["item"].startswith("nodes.")]
+    items = [result["item"] for result in results]
+    assert len(items) == len(set(items)), items  # every label is one node's
+    return {result["item"]: result for result in results}
+
+
+@pytest.mark.parametrize(
+    "program",
+    [
+        REASSIGNED,
+        "x = Value(2.0)\nx = x*x\nx = x*x",  # the declared input's own name reassigned
+        "a = x*2\nfirst = a\na = x*3\nout = a + first",
+        "x = Value(1.0)\ny = x*x\ny += x\ny += 1",
+        "a, b = x*2, x*3\na, b = b*a, a\nout = a + b",
+    ],
+)
+def test_every_node_has_a_label_of_its_own(program: str) -> None:
+    document = check(EVALUATOR, program, {"x": 1.5}, {"nodes": {}}, reveal=True)
+    nodes = EVALUATOR.evaluate(program, {"x": 1.5})["graph"]["nodes"]
+    assert len(node_results(document)) == len(nodes)
+
+
+def test_a_reassigned_name_means_its_last_assignment(client: FlaskClient) -> None:
+    body = {"expression": REASSIGNED, "answers": {"nodes": {"y": 3}}, "reveal": True}
+    document = client.post("/v1/check", json=body).get_json()
+    results = node_results(document)
+    assert list(results) == ["nodes.x", "nodes.1", "nodes.2", "nodes.y"]
+    # y*3 is the output: its gradient is 1, so 3 (the gradient of x*x) is judged against it.
+    assert results["nodes.y"]["expected"] == 1
+    assert results["nodes.y"]["verdict"] == "incorrect"
+    assert results["nodes.1"]["expected"] == 3
+    assert results["nodes.1"]["verdict"] == "unanswered"
+
+
+def test_the_nodes_a_reassigned_name_left_behind_are_answered_by_id(client: FlaskClient) -> None:
+    body = {"expression": REASSIGNED, "answers": {"nodes": {"1": 3, "3": 1}}, "reveal": True}
+    document = client.post("/v1/check", json=body).get_json()
+    results = node_results(document)
+    assert results["nodes.1"]["verdict"] == results["nodes.y"]["verdict"] == "correct"
+    assert document["score"] == 1
+    by_name_and_id = {"expression": REASSIGNED, "answers": {"nodes": {"y": 1, "1": 3}}}
+    assert client.post("/v1/check", json=by_name_and_id).get_json()["score"] == 1
+
+
+def test_feedback_on_a_node_left_behind_names_nodes_by_their_text() -> None:
+    # d(y*3)/d(x*x) is 3; taken as the operand's own value x*x = 4, the answer is 4 * 1.
+    document = check(EVALUATOR, REASSIGNED, {}, {"nodes": {"1": 4, "3": -1}})
+    results = node_results(document)
+    feedback = results["nodes.1"]["feedback"]
+    assert feedback["code"] == "wrong_local_derivative"
+    assert "At y*3, the gradient sent to x*x" in feedback["message"]
+    assert results["nodes.y"]["feedback"]["code"] == "wrong_sign"
+
+
+def test_a_name_reassigned_after_a_later_node_still_means_its_last_assignment() -> None:
+    # The graph's order puts the last `a` (x*3) before the first (x*2, read again as `first`):
+    # the name follows the program, not the order of the nodes.
+    program = "a = x*2\nfirst = a\na = x*3\nout = a*first"
+    document = check(EVALUATOR, program, {"x": 1.5}, {"nodes": {"a": 3}}, reveal=True)
+    results = node_results(document)
+    nodes = EVALUATOR.evaluate(program, {"x": 1.5})["graph"]["nodes"]
+    written = {program[slice(*node["span"])]: node["id"] for node in nodes}
+    last, first = written["x*3"], written["x*2"]
+    assert last < first
+    assert results["nodes.a"]["expected"] == 3  # d(a*first)/da = first = x*2
+    assert results["nodes.a"]["verdict"] == "correct"
+    assert results[f"nodes.{first}"]["expected"] == 4.5  # = a = x*3
+    assert results[f"nodes.{first}"]["verdict"] == "unanswered"
+
+
+def test_a_name_rebound_to_another_nodes_value_answers_for_that_node() -> None:
+    # `y = z`: y refers to z's node, which keeps its label; the x*2 node y made is left behind.
+    program = "z = x*x\ny = x*2\nw = y + z\ny = z\nw"
+    document = check(EVALUATOR, program, {"x": 1.5}, {"nodes": {"y": 1}}, reveal=True)
+    results = node_results(document)
+    assert "nodes.y" not in results
+    assert results["nodes.z"]["verdict"] == "correct"
+    left_behind = [item for item, result in results.items() if result["verdict"] == "unanswered"]
+    assert "nodes.2" in left_behind  # x*2, by its id
+
+
+def test_an_input_whose_name_is_reassigned_is_answered_by_id() -> None:
+    program = "x = Value(2.0)\nx = x*x"
+    answers = {"nodes": {"0": 4, "x": 1}, "gradients": {"x": 4}}
+    document = check(EVALUATOR, program, {}, answers, reveal=True)
+    assert {result["item"]: result["verdict"] for result in document["results"]} == {
+        "value": "unanswered",
+        "gradients.x": "correct",
+        "nodes.0": "correct",
+        "nodes.x": "correct",
+    }
+
+
+def test_a_name_whose_last_assignment_the_output_does_not_use_is_no_item() -> None:
+    # y ends as x*3, which w does not use: the x*2 the name first meant is answered by its id.
+    program = "y = x*2\nw = y + 1\ny = x*3\nw"
+    document = check(EVALUATOR, program, {"x": 1.5}, {"nodes": {"2": 1}}, reveal=True)
+    results = node_results(document)
+    assert "nodes.y" not in results
+    assert results["nodes.2"]["verdict"] == "correct"
+    with pytest.raises(AnswerError) as refused:
+        check(EVALUATOR, program, {"x": 1.5}, {"nodes": {"y": 1}})
+    assert refused.value.items == ["nodes.y"]

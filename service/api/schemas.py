@@ -757,8 +757,10 @@ class AnswersSchema(Schema):
         f"Variable name to the gradient of the output with respect to it. {_ANSWER}"
     )
     nodes = _answers(
-        "Node id (as in `graph.nodes` of the operator view), or the name a program gave the "
-        f"node, to the gradient that reaches it: the backward pass filled in. {_ANSWER}"
+        "Node id (as in `graph.nodes` of the operator view), or a name the program assigns, to "
+        "the gradient that reaches the node: the backward pass filled in. A name means the node "
+        "it refers to once the program has run, that is its last assignment, as in Python; a "
+        f"node an earlier assignment gave the same name is answered by its id. {_ANSWER}"
     )
     derivatives = _answers(
         "Variable name to the derivative of the output with respect to it, as an expression "
@@ -817,7 +819,11 @@ class FeedbackSchema(Schema):
 
 class CheckItemSchema(Schema):
     item = _out(
-        fields.String, "What was answered: `value`, `gradients.a`, `nodes.7`, `derivatives.a`."
+        fields.String,
+        "What was answered: `value`, `gradients.a`, `nodes.7`, `derivatives.a`. A node is "
+        "labelled by its `name` when that name still refers to it once the program has run, "
+        "else by its id (as a node left behind by reassigning its name is), so every item's "
+        "label is its own.",
     )
     verdict = _out(fields.String, "The verdict.", validate=validate.OneOf(VERDICTS))
     feedback = _out(fields.Nested, "What to tell the learner.", FeedbackSchema)
