@@ -870,6 +870,14 @@ SWEEP = [
                  id="plot-gif"),
     pytest.param(plot_url("expression=exec(x)&vary=x:0:1:3", "unknown-function"),
                  id="plot-injection"),
+    pytest.param(plot_url("expression=x&vary=x:0:1:3&bogus=1", "validation-error"),
+                 id="plot-unknown-parameter"),
+    pytest.param(plot_url("expression=x&vary=x:0:1:3&__class__=1", "validation-error"),
+                 id="plot-dunder-parameter"),
+    pytest.param(plot_url("expression=x&vary=x:0:1:3&output=__import__('os')",
+                          "validation-error"), id="plot-output-not-a-name"),
+    pytest.param(plot_url("expression=x&vary=x:0:1:3&output=__class__", "unknown-output"),
+                 id="plot-output-dunder"),
 ]  # fmt: skip
 
 

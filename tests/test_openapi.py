@@ -205,6 +205,9 @@ REQUESTS: list[tuple[str, str, Any, dict[str, str]]] = [
     ("post", "/v1/sweep", {"expression": "x", "bindings": {"x": 1}}, {}),
     ("get", "/v1/sweep?expression=x*y&vary=x:0:1:3&bind=y:2&format=json", None, {}),
     ("get", "/v1/sweep?expression=x*y&vary=x:0:1", None, {}),
+    ("get", "/v1/sweep?expression=z%3Dx*y%3Bw%3Dz%2B1&vary=x:0:1:3&bind=y:2&output=z&format=json",
+     None, {}),
+    ("get", "/v1/sweep?expression=x&vary=x:0:1:3&bogus=1", None, {}),
 ]  # fmt: skip
 
 

@@ -105,6 +105,46 @@ def test_png_and_the_get_form(client: FlaskClient) -> None:
     assert len(grid.get_json()["value"]) == 5
 
 
+# A program whose output, by default its last statement w, can be chosen: q = x*y + x.
+PROGRAM = "z = x * y\nq = z + x\nw = q * z"
+PROGRAM_URL = "/v1/sweep?expression=z%3Dx*y%3Bq%3Dz%2Bx%3Bw%3Dq*z&vary=x:-1:1:5&bind=y:2"
+
+
+def test_the_get_form_takes_a_programs_output_as_post_does(client: FlaskClient) -> None:
+    line = [{"name": "x", "from": -1, "to": 1, "points": 5}]
+    body = {"expression": PROGRAM, "bindings": {"y": 2}, "vary": line, "output": "q"}
+    posted = client.post("/v1/sweep", json=body).get_json()
+    got = client.get(PROGRAM_URL + "&output=q&format=json").get_json()
+    assert got["value"] == posted["value"] == [-3.0, -1.5, 0.0, 1.5, 3.0]
+    assert got["gradients"] == posted["gradients"]
+    assert client.get(PROGRAM_URL + "&format=json").get_json()["value"][0] == 6.0  # w
+    plot = client.get(PROGRAM_URL + "&output=q")
+    assert plot.status_code == 200 and plot.mimetype == "image/svg+xml"
+
+
+@pytest.mark.parametrize(
+    ("query", "kind", "pointer"),
+    [
+        ("&bogus=1", "validation-error", "/bogus"),
+        ("&outptu=q", "validation-error", "/outptu"),  # misspelt: refused, not ignored
+        ("&output=q&Output=w", "validation-error", "/Output"),
+        ("&output=", "validation-error", "/output"),
+        ("&output=1q", "validation-error", "/output"),
+        ("&output=nowhere", "unknown-output", None),
+    ],
+)
+def test_the_get_form_refuses_what_post_refuses(
+    client: FlaskClient, query: str, kind: str, pointer: str | None
+) -> None:
+    response = client.get(PROGRAM_URL + query)
+    assert response.status_code == 422
+    assert response.mimetype == "application/problem+json"
+    problem = response.get_json()
+    assert problem["type"].endswith("/" + kind)
+    if pointer is not None:
+        assert [error["pointer"] for error in problem["errors"]] == [pointer]
+
+
 def test_plots_of_points_and_of_failing_sweeps(client: FlaskClient) -> None:
     points = {"expression": "a / b", "bindings": {"a": 1}, "points": [{"b": 1}, {"b": 0}, {"b": 2}]}
     response = client.post("/v1/sweep", json=points, headers={"Accept": "image/svg+xml"})

@@ -105,7 +105,8 @@ def _drawing_format() -> fields.String:
     )
 
 
-def _output() -> fields.String:
+def output_name() -> fields.String:
+    """The request field naming a program's output, in a body or a query alike."""
     return fields.String(
         load_default=None,
         allow_none=True,
@@ -155,7 +156,7 @@ class GradientsRequestSchema(Schema):
     )
     granularity = _granularity()
     format = _drawing_format()
-    output = _output()
+    output = output_name()
     # `fields` in the body; not the attribute's name, which is marshmallow's own
     selection = _fields()
 
@@ -163,7 +164,7 @@ class GradientsRequestSchema(Schema):
 class GraphRequestSchema(Schema):
     expression = _expression()
     granularity = _granularity()
-    output = _output()
+    output = output_name()
     format = _drawing_format()
 
 
@@ -216,7 +217,7 @@ class SweepRequestSchema(Schema):
             "varied variable is marked on a plot."
         },
     )
-    output = _output()
+    output = output_name()
     vary = fields.List(
         fields.Nested(AxisSchema),
         validate=validate.Length(min=1, max=2),
@@ -592,7 +593,7 @@ class DerivativesRequestSchema(Schema):
             "program's declared inputs take their `Value(number)` unless bound here."
         },
     )
-    output = _output()
+    output = output_name()
     variables = fields.List(
         fields.String(),
         load_default=None,
@@ -794,7 +795,7 @@ class CheckRequestSchema(Schema):
             "/v1/gradients (a program's declared inputs may be left out)."
         },
     )
-    output = _output()
+    output = output_name()
     answers = fields.Nested(
         AnswersSchema, required=True, metadata={"description": "The learner's answers."}
     )

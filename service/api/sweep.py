@@ -9,14 +9,14 @@ from typing import Any
 import orjson
 from apispec import APISpec
 from flask import Response, request
-from marshmallow import Schema, ValidationError, fields, post_load, validate
+from marshmallow import RAISE, Schema, ValidationError, fields, post_load, validate
 
 from service import sweep as sweeps
 from service.api import evaluator, json_response
 from service.api.pictures import PLOT_CONTENT, plot_response
 from service.api.problems import documents_problems
 from service.api.request import RESPONSE_HEADERS, Blueprint
-from service.api.schemas import SweepRequestSchema, SweepSchema
+from service.api.schemas import SweepRequestSchema, SweepSchema, output_name
 from service.evaluator import Evaluator
 
 blp = Blueprint(
@@ -154,6 +154,7 @@ class PlotQuerySchema(Schema):
         load_default=list,
         metadata={"description": "`name:number` for each variable that is not varied."},
     )
+    output = output_name()
     format = fields.String(
         load_default="svg", validate=validate.OneOf(("svg", "png", "json")),
         metadata={"description": "The plot's image format, or `json` for the sweep itself."},
@@ -163,7 +164,12 @@ class PlotQuerySchema(Schema):
     def as_body(self, query: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         """The POST body the query stands for, validated by the same schema."""
         bindings = dict(query["bind"])
-        body = {"expression": query["expression"], "bindings": bindings, "vary": query["vary"]}
+        body = {
+            "expression": query["expression"],
+            "bindings": bindings,
+            "vary": query["vary"],
+            "output": query["output"],
+        }
         return {**_SWEEP_REQUEST.load(body), "format": query["format"]}
 
 
@@ -171,7 +177,9 @@ _SWEEP_REQUEST = SweepRequestSchema()
 
 
 @blp.route("/sweep", methods=["GET"])
-@blp.arguments(PlotQuerySchema(), location="query")
+# webargs lets unknown query parameters through by default; a misspelt `outptu=y` must be
+# refused, as an unknown field of a body is, not plotted as if it were absent.
+@blp.arguments(PlotQuerySchema(), location="query", unknown=RAISE)
 @blp.response(200, SweepSchema, example=LINE_DOCUMENT, headers=RESPONSE_HEADERS)
 @blp.doc(responses={200: {"content": PLOT_CONTENT}})
 @documents_problems(blp, 400, 429)
@@ -179,8 +187,10 @@ def plot(body: dict[str, Any]) -> Response:
     """Plot a sweep from a URL, for `<img src>`
 
     The same sweep as POST /v1/sweep with `vary`, as query parameters:
-    `/v1/sweep?expression=x*tanh(x)&vary=x:-3:3:200&format=svg`; a grid repeats `vary`, and
-    `bind=a:2` binds a variable that is not varied (repeat it for more). A binding of a varied
-    variable is marked on the plot. `format=json` answers with the sweep's JSON document instead.
+    `/v1/sweep?expression=x*tanh(x)&vary=x:-3:3:200&format=svg`; a grid repeats `vary`,
+    `bind=a:2` binds a variable that is not varied (repeat it for more) and `output=y` names a
+    program's output, as the body's `output` does. A binding of a varied variable is marked on the
+    plot. `format=json` answers with the sweep's JSON document instead. Any other parameter is
+    refused as a validation error.
     """
     return respond(run(body), body, None if body["format"] == "json" else body["format"])
