@@ -115,7 +115,10 @@ class Mistake:
 
 
 def _node_text(expression: str, node: dict[str, Any]) -> str:
-    """How the learner wrote a node: its text in the expression, shortened when long."""
+    """How the learner wrote a node: its text in the expression, shortened when long; an input
+    by its name, which a program's declaration `x = Value(2.0)` writes before the call."""
+    if node["kind"] == "variable":
+        return str(node["label"])
     start, end = node["span"]
     text = " ".join(expression[start:end].split()) or node["label"]
     return text if len(text) <= 40 else f"{text[:19]}…{text[-19:]}"

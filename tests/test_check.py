@@ -420,6 +420,17 @@ def test_feedback_on_a_node_left_behind_names_nodes_by_their_text() -> None:
     assert results["nodes.y"]["feedback"]["code"] == "wrong_sign"
 
 
+def test_feedback_names_a_declared_input_by_its_name_not_its_declaration() -> None:
+    # The gradient is 2x + 1 = 5; an answer of 4 is a slip on the path through x*x, and the
+    # sentence about it names the input x, not its declaration `Value(2.0)`.
+    program = "x = Value(2.0)\ny = x*x + x\ny.backward()"
+    document = check(EVALUATOR, program, {}, {"gradients": {"x": 4}})
+    [result] = [r for r in document["results"] if r["item"] == "gradients.x"]
+    message = result["feedback"]["message"]
+    assert "Value(" not in message
+    assert "sent to x " in message
+
+
 def test_a_name_reassigned_after_a_later_node_still_means_its_last_assignment() -> None:
     # The graph's order puts the last `a` (x*3) before the first (x*2, read again as `first`):
     # the name follows the program, not the order of the nodes.
