@@ -29,6 +29,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from service.budget import time_budget
+from service.derivatives import DEFAULT_SYMBOLIC_LIMITS
 from service.engine import Value
 from service.errors import AutogradError, BudgetExceeded, DomainError
 from service.evaluator import Evaluator, run
@@ -62,7 +63,6 @@ ANSWER_LIMITS = Limits(
 )
 DIAGNOSIS_NODES = 300  # mistakes are looked for in graphs up to this size; beyond, right or wrong
 SIMPLIFY_SECONDS = 1.0  # sympy's simplification of one difference; past it, points decide
-SYMBOLIC_SECONDS = 10.0  # all symbolic work of one request
 SAMPLE_POINTS = 6  # points at which a symbolic answer must agree
 SAMPLE_TRIES = 40  # points drawn at most, since some fall outside the expression's domain
 SIMPLIFY_KIND = "simplification_too_slow"  # an inner budget: its overrun falls back to points
@@ -440,10 +440,13 @@ def check(
     tolerance: Tolerance = DEFAULT_TOLERANCE,
     reveal: bool = False,
     output: str | None = None,
+    symbolic_seconds: float = DEFAULT_SYMBOLIC_LIMITS.seconds,
 ) -> dict[str, Any]:
     """Every item answered or expected, with its verdict and feedback, and the score.
 
-    `expression` may be a program; `output` then names its output, as for /v1/gradients.
+    `expression` may be a program; `output` then names its output, as for /v1/gradients. All
+    symbolic work (derivatives, their revealed formulas, judging symbolic answers) shares
+    `symbolic_seconds`, the budget /v1/derivatives has.
     """
     document = evaluator.evaluate(expression, bindings, output=output)
     nodes = document["graph"]["nodes"]
@@ -475,7 +478,7 @@ def check(
     if answers.get("derivatives") is not None:
         given = answers["derivatives"]
         warm_up()
-        with time_budget(SYMBOLIC_SECONDS, CHECK_KIND):
+        with time_budget(symbolic_seconds, CHECK_KIND):
             symbolic = _Symbolic(evaluator, expression, output, variable_node, tolerance)
             for name in variables:
                 item = _Item(f"derivatives.{name}", None, given.get(name))

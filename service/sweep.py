@@ -37,11 +37,12 @@ class Axis:
     points: int
 
     def values(self) -> np.ndarray:
-        if self.points == 1:
-            return np.array([self.start])
-        t = np.arange(self.points) / (self.points - 1)
-        # Weighted ends rather than start + t * (stop - start), which overflows for far ends;
-        # both ends come out exactly as given.
+        if math.isfinite(self.stop - self.start):
+            # start + i * step: a point the step lands on exactly (0 from -4 to 2 in 4 points)
+            # is exact, and both ends are as given.
+            return np.linspace(self.start, self.stop, self.points)
+        # Ends so far apart that their difference overflows: weighted ends cannot.
+        t = np.arange(self.points) / max(self.points - 1, 1)
         return self.start * (1.0 - t) + self.stop * t
 
 

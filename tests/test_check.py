@@ -480,3 +480,16 @@ def test_a_name_whose_last_assignment_the_output_does_not_use_is_no_item() -> No
     with pytest.raises(AnswerError) as refused:
         check(EVALUATOR, program, {"x": 1.5}, {"nodes": {"y": 1}})
     assert refused.value.items == ["nodes.y"]
+
+
+@pytest.mark.slow
+def test_a_formula_too_large_to_reveal_is_refused_within_the_symbolic_budget() -> None:
+    # Each line uses x twice: the derivative written out doubles with every line. Revealing it
+    # runs into the symbolic budget of /v1/derivatives (2 s), a 422, well before the request's.
+    from conftest import make_app
+
+    program = "x = Value(0.1)\n" + "\n".join(["x = (x + 1) * (x - 1)"] * 11)
+    body = {"expression": program, "answers": {"derivatives": {"x": "2*x"}}, "reveal": True}
+    response = make_app().test_client().post("/v1/check", json=body)
+    assert response.status_code == 422
+    assert response.get_json()["type"].endswith("/check-too-expensive")

@@ -223,6 +223,13 @@ def test_chunks_give_the_same_answer_as_one_pass(monkeypatch: pytest.MonkeyPatch
     assert chunked == whole
 
 
+def test_a_point_the_step_lands_on_is_exact() -> None:
+    # -4, -2, 0, 2: at 0 the reciprocal is a division by zero, not -4.5e15 from a 0 off by 2e-16.
+    document = sweep(EVALUATOR, "1 / x", {}, vary=[Axis("x", -4, 2, 4)])
+    assert document["axes"]["x"] == [-4.0, -2.0, 0.0, 2.0]
+    assert [error["kind"] for error in document["errors"]] == ["division_by_zero"]
+
+
 def test_far_ends_do_not_overflow_the_axis() -> None:
     document = sweep(EVALUATOR, "x", {}, vary=[Axis("x", -1e308, 1e308, 3)])
     assert document["axes"]["x"] == [-1e308, 0.0, 1e308]

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Response
+from flask import Response, current_app
 
 from service.api import evaluator
+from service.api.config import symbolic_limits
 from service.api.examples import CHECK_REQUEST, check_document
 from service.api.language import localized_response
 from service.api.problems import documents_problems
@@ -48,5 +49,6 @@ def check_answers(body: dict[str, Any]) -> Response:
             body["tolerance"],
             body["reveal"],
             body["output"],
+            symbolic_limits(current_app.config).seconds,
         )
     )
