@@ -207,10 +207,11 @@ def _formulas() -> ModuleType:
 
 
 def _chosen(parsed: ParsedExpression, variables: Sequence[str] | None) -> list[str]:
-    """The variables to differentiate by, in the order of first use: all, or those asked for."""
+    """The inputs to differentiate by, in the order of first use (then a program's declared
+    inputs the output does not use, whose derivatives are 0): all, or those asked for."""
     if variables is None:
-        return list(parsed.variables)
-    unknown = sorted({name for name in variables if name not in parsed.variable_set})
+        return list(parsed.inputs)
+    unknown = sorted({name for name in variables if name not in parsed.inputs})
     if unknown:
         raise BindingError(
             "unknown_variables",
@@ -218,12 +219,12 @@ def _chosen(parsed: ParsedExpression, variables: Sequence[str] | None) -> list[s
                 "cannot differentiate by {names}: not in the expression, whose variables are "
                 "{variables}",
                 names=", ".join(unknown),
-                variables=", ".join(parsed.variables) or "none",
+                variables=", ".join(parsed.inputs) or "none",
             ),
             unknown,
         )
     asked = set(variables)
-    return [name for name in parsed.variables if name in asked]
+    return [name for name in parsed.inputs if name in asked]
 
 
 def _numeric(

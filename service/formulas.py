@@ -70,11 +70,17 @@ def derivatives(
 
 
 def intermediates(parsed: ParsedExpression) -> list[dict[str, str]]:
-    """Each named value of a program the output is computed from, as LaTeX in the inputs."""
-    return [
-        {"name": node.assigned, "latex": latex(from_tree(postorder(node), node))}
+    """Each named value of a program the output is computed from, as LaTeX in the inputs, in
+    the order the program computes them: the order its statements are written in, which is
+    where each node is written (the tree's own order is depth first)."""
+    named = [
+        node
         for node in parsed.postorder()
         if node.kind == "operation" and node.assigned and node is not parsed.root
+    ]
+    return [
+        {"name": node.assigned, "latex": latex(from_tree(postorder(node), node))}
+        for node in sorted(named, key=lambda node: node.span[0])
     ]
 
 

@@ -348,6 +348,13 @@ def test_a_shared_intermediate_is_differentiated_through_every_use() -> None:
     assert document["agree"] is True
 
 
+def test_intermediates_come_in_the_order_the_program_computes_them() -> None:
+    # The tree, walked depth first from c = b * a, would meet b before a.
+    program = "x = Value(2.0)\na = x * 3\nb = x + 1\nc = b * a\nd = c + a"
+    document = differentiate(program, {})
+    assert [item["name"] for item in document["intermediates"]] == ["a", "b", "c"]
+
+
 @pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(programs(max_statements=5))
@@ -451,3 +458,15 @@ print(json.dumps([before, "sympy" in sys.modules]))
     )
     assert finished.returncode == 0, finished.stderr
     assert json.loads(finished.stdout) == [False, True]
+
+
+def test_a_declared_input_the_output_does_not_use_has_derivative_zero() -> None:
+    # As /v1/gradients keys it among the gradients, and /v1/graph lists it among the inputs.
+    program = "x = Value(2.0)\nw = Value(1.0)\ny = x * x"
+    document = differentiate(program, {})
+    assert [(item["variable"], item["reverse_mode"]) for item in document["derivatives"]] == [
+        ("x", 4.0),
+        ("w", 0.0),
+    ]
+    [w] = differentiate(program, {}, variables=["w"])["derivatives"]
+    assert (w["symbolic"]["value"], w["numeric"]["central"]) == (0.0, 0.0)

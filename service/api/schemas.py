@@ -599,8 +599,9 @@ class DerivativesRequestSchema(Schema):
         load_default=None,
         validate=validate.Length(min=1),
         metadata={
-            "description": "The variables to differentiate by; all of them when left out. "
-            "The derivatives come in the order the variables are first used."
+            "description": "The inputs to differentiate by; all of them when left out. The "
+            "derivatives come in the order the inputs are first used, then a program's declared "
+            "inputs its output does not use (derivative 0)."
         },
     )
     h = FiniteNumber(
@@ -711,7 +712,8 @@ class DerivativesSchema(Schema):
     value = _out(fields.Float, "The expression's value.")
     derivatives = _out(
         fields.List,
-        "One item per variable, in the order of first use.",
+        "One item per input, in the order of first use, then declared inputs the output does "
+        "not use.",
         fields.Nested(DerivativeSchema),
     )
     cost = _out(fields.Nested, "The three ways' work, as numbers.", DerivativesCostSchema)
