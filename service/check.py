@@ -114,11 +114,15 @@ class Mistake:
     count: int = 0  # how many contributions the node receives, for one path only
 
 
-def _node_text(expression: str, node: dict[str, Any]) -> str:
-    """How the learner wrote a node: its text in the expression, shortened when long; an input
-    by its name, which a program's declaration `x = Value(2.0)` writes before the call."""
+def _node_text(expression: str, node: dict[str, Any], nodes: list[dict[str, Any]]) -> str:
+    """How the learner knows a node: an input by its name (a program's declaration writes it
+    before `Value(2.0)`), a value the program named by that name unless several nodes carry it
+    (a reassigned name), else its text in the expression, shortened when long."""
     if node["kind"] == "variable":
         return str(node["label"])
+    name = node.get("name")
+    if name and sum(other.get("name") == name for other in nodes) == 1:
+        return str(name)
     start, end = node["span"]
     text = " ".join(expression[start:end].split()) or node["label"]
     return text if len(text) <= 40 else f"{text[:19]}…{text[-19:]}"
@@ -223,7 +227,7 @@ class Mistakes:
         for role in ("node", "operand"):
             at = getattr(mistake, role)
             if at is not None:
-                about[role] = _node_text(self.expression, self.nodes[at])
+                about[role] = _node_text(self.expression, self.nodes[at], self.nodes)
         return _mistake_message(mistake.code, about)
 
 
@@ -238,7 +242,7 @@ def _dead_relu_on_path(expression: str, document: dict[str, Any], target: int) -
             below.add(node["id"])
     for node in nodes:
         if node["op"] == "relu" and node["id"] in below and node["local_grads"] == [0.0]:
-            return _node_text(expression, node)
+            return _node_text(expression, node, nodes)
     return None
 
 

@@ -165,6 +165,24 @@ def _bindings_text(bindings: dict[str, float]) -> str:
     return ", ".join(f"{name} = {format_number(value)}" for name, value in bindings.items())
 
 
+def _inline(expression: str) -> str:
+    """An expression, or a program on one line (its statements separated by `;`), for a
+    sentence."""
+    return "; ".join(line.strip() for line in expression.splitlines() if line.strip())
+
+
+def _node_question(node: dict[str, Any], expression: str) -> Message:
+    """The question about one node of a backward pass: a program's named operation by its
+    name, an input by its own (not by a declaration's `Value(2.0)`)."""
+    if node["kind"] == "variable":
+        return _("What gradient reaches node {id} ({text})?", id=node["id"], text=node["label"])
+    text = expression[node["span"][0] : node["span"][1]]
+    if node["name"]:
+        return _("What gradient reaches {name} (node {id}: {text})?", name=node["name"],
+                 id=node["id"], text=text)  # fmt: skip
+    return _("What gradient reaches node {id} ({text})?", id=node["id"], text=text)
+
+
 def exercise(
     evaluator: Evaluator,
     seed: int,
@@ -192,7 +210,7 @@ def exercise(
         for node in document["graph"]["nodes"]
         if node["kind"] == "variable" and node["label"] == name
     }
-    shown = _bindings_text(bindings)
+    shown, inline = _bindings_text(bindings), _inline(expression)
     result: dict[str, Any] = {
         "seed": seed,
         "level": level,
@@ -205,7 +223,7 @@ def exercise(
         result["instructions"] = _(
             "Predict the gradient of {expression} with respect to each variable at {bindings} "
             "before you press Backward, using the chain rule; then check.",
-            expression=expression,
+            expression=inline,
             bindings=shown,
         )
         questions = [
@@ -222,7 +240,7 @@ def exercise(
             "Fill in the backward pass of {expression} at {bindings}: the gradient that reaches "
             "each node. The output's own gradient is 1; each edge carries incoming gradient × "
             "local derivative, and the contributions reaching a node add up.",
-            expression=expression,
+            expression=inline,
             bindings=shown,
         )
         graph = document["graph"]
@@ -231,11 +249,7 @@ def exercise(
             (
                 "nodes",
                 node["name"] or str(node["id"]),  # a program's named node by its name
-                _(
-                    "What gradient reaches node {id} ({text})?",
-                    id=node["id"],
-                    text=expression[node["span"][0] : node["span"][1]],
-                ),
+                _node_question(node, expression),
                 node["grad"],
             )
             for node in reversed(graph["nodes"])
@@ -246,7 +260,7 @@ def exercise(
             "Write the derivative of {expression} with respect to each variable, as an "
             "expression in its variables (for example 2 * a * b). The bindings {bindings} are "
             "only where the service checks it.",
-            expression=expression,
+            expression=inline,
             bindings=shown,
         )
         questions = [

@@ -74,13 +74,13 @@ def intermediates(parsed: ParsedExpression) -> list[dict[str, str]]:
     the order the program computes them: the order its statements are written in, which is
     where each node is written (the tree's own order is depth first)."""
     named = [
-        node
+        (node.span[0], node.assigned, node)
         for node in parsed.postorder()
         if node.kind == "operation" and node.assigned and node is not parsed.root
     ]
     return [
-        {"name": node.assigned, "latex": latex(from_tree(postorder(node), node))}
-        for node in sorted(named, key=lambda node: node.span[0])
+        {"name": name, "latex": latex(from_tree(postorder(node), node))}
+        for _start, name, node in sorted(named, key=lambda entry: entry[0])
     ]
 
 

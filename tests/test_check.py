@@ -493,3 +493,16 @@ def test_a_formula_too_large_to_reveal_is_refused_within_the_symbolic_budget() -
     response = make_app().test_client().post("/v1/check", json=body)
     assert response.status_code == 422
     assert response.get_json()["type"].endswith("/check-too-expensive")
+
+
+def test_feedback_names_a_value_the_program_named_once_by_its_name() -> None:
+    # micrograd's sanity check: q is used twice, and its gradient is 1 + x = -3; an answer of 1
+    # counts the path through h + q only.
+    program = (
+        "x = Value(-4.0)\nz = 2 * x + 2 + x\nq = z.relu() + z * x\nh = (z * z).relu()\n"
+        "y = h + q + q * x\ny.backward()"
+    )
+    result = check(EVALUATOR, program, {}, {"nodes": {"q": 1.0}})
+    [item] = [r for r in result["results"] if r["item"] == "nodes.q"]
+    assert item["feedback"]["code"] == "one_path_only"
+    assert item["feedback"]["message"].startswith("q is used 2 times")

@@ -180,3 +180,20 @@ def test_bad_exercise_requests_are_validation_problems(
     response = client.post("/v1/exercises", json=body)
     assert response.status_code == 422
     assert response.get_json()["type"].endswith("/validation-error")
+
+
+def test_a_program_exercise_reads_as_one_line_and_asks_for_named_nodes_by_name() -> None:
+    programs = [
+        document
+        for seed in range(40)
+        if "\n" in (document := exercise(Evaluator(), seed, 2, "backward-pass"))["expression"]
+    ]
+    assert programs, "level 2 makes programs"
+    for document in programs:
+        statements = document["expression"].strip().splitlines()
+        assert "\n" not in document["instructions"]
+        assert "; ".join(statements) in document["instructions"]
+        for question in document["questions"]:
+            name = question["item"].removeprefix("nodes.")
+            if not name.isdigit():
+                assert question["prompt"].startswith(f"What gradient reaches {name} (node ")
