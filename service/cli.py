@@ -23,7 +23,7 @@ from service.evaluator import DEFAULT_GRANULARITY, GRANULARITIES, Evaluator
 from service.kinds import core_problem
 from service.limits import DEFAULT_LIMITS
 from service.pictures import GRAPH_FORMATS, PLOT_FORMATS, draw, plot
-from service.sweep import Axis, at_bindings, sweep, to_json
+from service.sweep import Axis, at_bindings, caption, sweep, to_json
 
 PROGRAM = "autograd-service"  # the console script pyproject.toml installs
 
@@ -235,7 +235,8 @@ def run_sweep(args: argparse.Namespace) -> int:
             return write(text.encode() + b"\n", args.save)
         return write(to_json(document) + b"\n", args.save)
     marked = at_bindings(evaluator, args.expression, bindings, args.output)
-    picture = plot(document, bindings, marked, args.format, args.point is not None)
+    title = caption(evaluator, args.expression, args.output)
+    picture = plot(document, bindings, marked, args.format, args.point is not None, title)
     return write(picture, args.save)
 
 

@@ -29,10 +29,13 @@ class Operation:
     """One operation a user can write."""
 
     name: str  # the node's `op` in a graph document
-    syntax: str  # how it is written, with `a`, `b` for operands and `k` for a constant
+    # How it is written, with `a`, `b` for operands and `k` for a constant; its local
+    # derivatives, as text. Either may be a `Message`: the formulas are code and stay as they
+    # are, the prose around them is translated.
+    syntax: str
     arity: int  # operand nodes; the constant exponent of `**` is not one
     primitive: bool  # a micrograd primitive, or derived from them
-    rule: str  # its local derivatives, as text
+    rule: str
     form: str  # the written form, `{0}`, `{1}` the operands and `{k}` the exponent
     # How the grammar reads it: "infix" (`symbols` between operands, binding `precedence`),
     # "prefix" (a sign before its operand), "power" (infix with a constant right side), or
@@ -116,8 +119,9 @@ OPERATIONS: tuple[Operation, ...] = (
         nodes=_frozen({"vv": 1, "vc": 2, "cv": 2}),
     ),
     Operation(
-        "**", "a ** k  (or a ^ k; k constant)", 1, True,
-        "d(a ** k)/da = k * a ** (k - 1); the exponent k is a constant and gets no gradient",
+        "**", _("{power}  (or {caret}; k constant)", power="a ** k", caret="a ^ k"), 1, True,
+        _("{rule}; the exponent k is a constant and gets no gradient",
+          rule="d(a ** k)/da = k * a ** (k - 1)"),
         form="{0} ** {k}", grammar="power", symbols=("**", "^"), precedence=40,
         apply=lambda k, a: a**k,
         sympy_form=lambda s, k, a: a ** s.number(k),
@@ -133,7 +137,8 @@ OPERATIONS: tuple[Operation, ...] = (
         nodes=_frozen({"v": 1}),
     ),
     Operation(
-        "log", "log(a)", 1, True, "d log(a)/da = 1 / a  (natural log, a > 0)",
+        "log", "log(a)", 1, True,
+        _("{rule}  (natural log, {domain})", rule="d log(a)/da = 1 / a", domain="a > 0"),
         form="log({0})", grammar="call",
         apply=lambda k, a: a.log(),
         sympy_form=lambda s, k, a: s.log(a),
@@ -141,7 +146,8 @@ OPERATIONS: tuple[Operation, ...] = (
         nodes=_frozen({"v": 1}),
     ),
     Operation(
-        "relu", "relu(a)", 1, True, "d relu(a)/da = 1 if a > 0 else 0  (0 at a = 0)",
+        "relu", "relu(a)", 1, True,
+        _("{rule}  (0 at {kink})", rule="d relu(a)/da = 1 if a > 0 else 0", kink="a = 0"),
         form="relu({0})", grammar="call",
         apply=lambda k, a: a.relu(),
         sympy_form=lambda s, k, a: s.relu(a),

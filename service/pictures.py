@@ -48,7 +48,7 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from service.budget import time_budget  # noqa: E402
 from service.errors import AutogradError, RequestTooLarge  # noqa: E402
-from service.i18n import _  # noqa: E402
+from service.i18n import DEFAULT_LOCALE, _  # noqa: E402
 
 PLOT_FORMATS = {"svg": "image/svg+xml", "png": "image/png"}
 GRAPH_FORMATS = {
@@ -88,11 +88,14 @@ def plot(
     marked: Mapping[str, Any] | None,
     image: str = "svg",
     explicit: bool = False,
+    title: str | None = None,
+    locale: str = DEFAULT_LOCALE,
 ) -> bytes:
     """A sweep drawn: a line as f and its derivatives, a grid as contours of f with the gradient
     field as arrows, explicit points against their index. `marked` is the sweep's document at
     the request's own bindings, when they give every input, to mark that point; `explicit` says
-    the sweep was of explicit points rather than along `vary`."""
+    the sweep was of explicit points rather than along `vary`. `title` says what f is (see
+    `service.sweep.caption`; by default the expression), and the labels are in `locale`."""
     value = np.asarray(sweep["value"], dtype=float)
     axes = {name: np.asarray(values, dtype=float) for name, values in sweep["axes"].items()}
     gradients = {name: np.asarray(g, dtype=float) for name, g in sweep["gradients"].items()}
@@ -101,14 +104,15 @@ def plot(
         figure = Figure(figsize=(6.4, 4.4))
         figure.subplots_adjust(left=0.12, right=0.96, bottom=0.11, top=0.92)
         ax = figure.add_subplot()
-        title = sweep["expression"]
+        # One line: a title that wraps grows upwards, off the top of the figure.
+        title = " ".join((sweep["expression"] if title is None else title).split())
         ax.set_title(f"f = {title if len(title) <= _TITLE else title[: _TITLE - 1] + '…'}")
         if value.ndim == 2:
             _grid(ax, figure, axes, value, gradients, bindings)
         elif not explicit and len(axes) == 1:
-            _line(ax, axes, value, gradients, bindings, marked)
+            _line(ax, axes, value, gradients, bindings, marked, locale)
         else:
-            _points(ax, value, gradients)
+            _points(ax, value, gradients, locale)
         buffer = io.BytesIO()
         figure.savefig(buffer, format=image, dpi=100, metadata=_metadata(image))
     return buffer.getvalue()
@@ -125,12 +129,13 @@ def _line(
     gradients: dict[str, np.ndarray],
     bindings: Mapping[str, float],
     marked: Mapping[str, Any] | None,
+    locale: str,
 ) -> None:
     ((name, x),) = axes.items()
     ax.plot(x, value, label="f", color="tab:blue", linewidth=2)
     ax.plot(x, gradients[name], label=f"∂f/∂{name}", color="tab:orange", linestyle="--")
     ax.set_xlabel(name)
-    ax.set_ylabel(f"f and ∂f/∂{name}")
+    ax.set_ylabel(_("f and ∂f/∂{name}", name=name).translate(locale))
     at = bindings.get(name)
     if at is not None:
         ax.axvline(at, color="grey", linewidth=1, linestyle=":")
@@ -168,13 +173,13 @@ def _grid(
         ax.legend(loc="upper right")
 
 
-def _points(ax: Any, value: np.ndarray, gradients: dict[str, np.ndarray]) -> None:
+def _points(ax: Any, value: np.ndarray, gradients: dict[str, np.ndarray], locale: str) -> None:
     index = np.arange(len(value))
     ax.plot(index, value, "o-", label="f", linewidth=2)
     for name, gradient in gradients.items():
         ax.plot(index, gradient, ".--", label=f"∂f/∂{name}")
-    ax.set_xlabel("point")
-    ax.set_ylabel("f and its gradients")
+    ax.set_xlabel(_("point").translate(locale))
+    ax.set_ylabel(_("f and its gradients").translate(locale))
     ax.legend(loc="upper left")
 
 

@@ -9,6 +9,7 @@ engine would give it; a point outside the domain is null in every array, with it
 from __future__ import annotations
 
 import math
+import re
 import threading
 import weakref
 from collections.abc import Mapping, Sequence
@@ -21,7 +22,7 @@ import orjson
 from service.engine import Value, format_number
 from service.errors import BindingError, RequestTooLarge
 from service.evaluator import Compiled, Evaluator, too_many_bindings, unbound, unknown_bindings
-from service.i18n import Message, _
+from service.i18n import DEFAULT_LOCALE, Message, _, translate
 from service.limits import Limits
 from service.parser import Lines, ParsedExpression
 from service.tape import Failure, Tape
@@ -105,6 +106,7 @@ def sweep(
     # a fraction of the cost of building Python lists first.
     return {
         "expression": expression,
+        "output": parsed.output,
         "axes": axes,
         "value": result.value.reshape(shape),
         "gradients": {
@@ -132,6 +134,32 @@ def at_bindings(
         return {"value": None, "gradients": {}}
     gradients = {name: float(g[0]) for name, g in result.gradients.items()}
     return {"value": float(result.value[0]), "gradients": gradients}
+
+
+def caption(evaluator: Evaluator, expression: str, output: str | None = None) -> str:
+    """What a sweep is of, on one line for a plot's title: a program's output by its name, else
+    the output's own text (a plain expression's whole text) without comments."""
+    parsed = evaluator.compile(expression, "primitive", output).parsed
+    if parsed.output is not None:
+        return parsed.output
+    start, end = parsed.root.span
+    text = re.sub(r"#[^\n]*", "", parsed.text[start:end])  # the language has no strings
+    return " ".join(text.replace("\\", " ").split())  # a backslash only continues a line
+
+
+def localized(document: dict[str, Any], locale: str) -> dict[str, Any]:
+    """The sweep `document` with its errors' messages in `locale`; its arrays as they are."""
+    if not document["errors"] or locale == DEFAULT_LOCALE:
+        return document
+    # Many points fail for the same reason: each distinct sentence is translated once.
+    translated: dict[Message, str] = {}
+    errors = []
+    for error in document["errors"]:
+        message = error["message"]
+        if message not in translated:
+            translated[message] = translate(message, locale)
+        errors.append({**error, "message": translated[message]})
+    return {**document, "errors": errors}
 
 
 def _check_names(parsed: ParsedExpression, bindings: Mapping[str, Any], max_bindings: int) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ LESSON_GRADIENTS = {"a": 10, "b": 10, "c": -1}
 
 JSON = {"Content-Type": "application/json"}
 PROBLEM = "application/problem+json"
+CYRILLIC = re.compile("[\u0400-\u04ff]")  # a Russian sentence has these letters, others none
 # libyaml's safe loader where PyYAML has it: a tenth of the pure-Python loader's time on the spec.
 SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 

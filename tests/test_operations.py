@@ -4,16 +4,20 @@ the sympy oracle, counted as micrograd counts it and documented by `/v1/operatio
 from __future__ import annotations
 
 import itertools
+import re
 from operator import attrgetter
 
 import pytest
 import sympy
+from conftest import CYRILLIC
+from flask.testing import FlaskClient
 from reference_micrograd import local_grads, run
 
 from service.api.config import DEFAULTS
 from service.api.operations import catalogue
 from service.engine import Value
 from service.evaluator import GRANULARITIES, Evaluator
+from service.i18n import Message
 from service.operations import BY_NAME, FUNCTIONS, OPERATIONS, Operation
 from service.parser import parse
 
@@ -111,3 +115,30 @@ def test_every_entry_is_documented() -> None:
 def test_functions_are_the_call_entries() -> None:
     assert set(FUNCTIONS) == {op.name for op in OPERATIONS if op.grammar == "call"}
     assert all(BY_NAME[name].arity == 1 for name in FUNCTIONS)
+
+
+CODE_WORDS = {*FUNCTIONS, "else"}  # the words a formula may hold; any other word is prose
+
+
+@pytest.mark.parametrize("locale", ["ru", "et"])
+def test_the_prose_of_the_catalogue_is_translated_and_its_formulas_kept(
+    client: FlaskClient, locale: str
+) -> None:
+    response = client.get("/v1/operations", headers={"Accept-Language": locale})
+    assert response.headers["Content-Language"] == locale
+    translated = response.get_json()["operations"]
+    marked = 0
+    for document, operation in zip(translated, OPERATIONS, strict=True):
+        for key in ("rule", "syntax"):
+            text = getattr(operation, key)
+            if isinstance(text, Message):  # prose around formulas, which are its parameters
+                marked += 1
+                assert document[key] != text
+                assert bool(CYRILLIC.search(document[key])) == (locale == "ru")
+                assert all(formula in document[key] for formula in text.params.values())
+            else:  # a formula alone: code, the same in every language
+                assert document[key] == text
+                assert set(re.findall("[a-z]{3,}", text)) <= CODE_WORDS, text
+    assert marked >= 4
+    power = {op["name"]: op for op in translated}["**"]
+    assert power["rule"].startswith("d(a ** k)/da = k * a ** (k - 1); ")

@@ -7,12 +7,16 @@ import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from flask.testing import FlaskClient
 
 from service import pictures
+from service import sweep as sweeps
+from service.api.examples import SHIPPING_PROGRAM
 from service.app import create_app
+from service.evaluator import Evaluator
 
 SVG = "{http://www.w3.org/2000/svg}"
 LESSON = {"expression": "(a + b) * c", "bindings": {"a": 2, "b": -3, "c": 10}}
@@ -143,6 +147,55 @@ def test_the_get_form_refuses_what_post_refuses(
     assert problem["type"].endswith("/" + kind)
     if pointer is not None:
         assert [error["pointer"] for error in problem["errors"]] == [pointer]
+
+
+LABELS = {
+    "en": ("f and ∂f/∂x", "f and its gradients", "point"),
+    "ru": ("f и ∂f/∂x", "f и её градиенты", "точка"),
+    "et": ("f ja ∂f/∂x", "f ja selle gradiendid", "punkt"),
+}
+
+
+@pytest.mark.parametrize("locale", ["en", "ru", "et"])
+def test_a_plot_speaks_the_language_asked_for(client: FlaskClient, locale: str) -> None:
+    headers = {"Accept": "image/svg+xml", "Accept-Language": locale}
+    along, gradients, point = LABELS[locale]
+    line = texts(client.post("/v1/sweep", json=LINE, headers=headers).data)
+    assert along in line and "f = x * tanh(x) - log(x)" in line
+    points = {"expression": "x * y", "points": [{"x": 1, "y": 2}, {"x": 2, "y": 3}]}
+    found = texts(client.post("/v1/sweep", json=points, headers=headers).data)
+    assert {gradients, point, "∂f/∂x", "∂f/∂y"} <= set(found)
+
+
+def test_the_cli_plots_in_english() -> None:
+    document = sweeps.sweep(Evaluator(), "x * x", {}, [sweeps.Axis("x", -1, 1, 5)])
+    assert "f and ∂f/∂x" in texts(pictures.plot(document, {}, None))
+
+
+@pytest.mark.parametrize(
+    ("query", "title"),
+    [
+        ("", "f = cost"),
+        ("&output=raw_cost", "f = raw_cost"),
+        ("&output=weight", "f = weight"),
+    ],
+)
+def test_a_programs_plot_is_titled_by_its_output(
+    client: FlaskClient, query: str, title: str
+) -> None:
+    url = f"/v1/sweep?expression={quote(SHIPPING_PROGRAM)}&vary=weight:0:2:3{query}"
+    found = texts(client.get(url, headers={"Accept-Language": "ru"}).data)
+    assert title in found
+    assert not [text for text in found if "#" in text or "\n" in text or "Value" in text]
+
+
+def test_a_long_expression_is_one_shortened_line() -> None:
+    expression = "".join(f"x * {i} +  # term {i}\n" for i in range(40)) + "x"
+    document = sweeps.sweep(Evaluator(), expression, {}, [sweeps.Axis("x", -1, 1, 3)])
+    title = sweeps.caption(Evaluator(), expression)
+    (shown,) = [t for t in texts(pictures.plot(document, {}, None, title=title)) if "f =" in t]
+    assert shown.startswith("f = x * 0 + x * 1 + ") and shown.endswith("…")
+    assert "#" not in shown and "\n" not in shown and len(shown) <= 75
 
 
 def test_plots_of_points_and_of_failing_sweeps(client: FlaskClient) -> None:

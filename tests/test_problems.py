@@ -5,14 +5,19 @@ from __future__ import annotations
 import fcntl
 import json
 import logging
+from collections import defaultdict
 from typing import Any
 
 import pytest
-from conftest import CORE, COSTLY, JSON, SMALL_LIMITS, at, make_app
+from conftest import CORE, COSTLY, CYRILLIC, JSON, SMALL_LIMITS, at, make_app
 from flask import Flask, abort
 from flask.testing import FlaskClient
+from marshmallow import Schema, ValidationError, validate
+from marshmallow.fields import Field
 
-from service.api import costs
+from service.api import costs, language
+from service.api import schemas as schemas_module
+from service.api import sweep as sweep_api
 from service.api.logs import JsonFormatter
 from service.app import create_app
 from service.derivatives import SYMBOLIC_KINDS
@@ -24,6 +29,7 @@ from service.errors import (
     PICTURE_KINDS,
     SIZE_KINDS,
 )
+from service.i18n import translate
 from service.kinds import HTTP_KINDS, KINDS, slug, type_uri
 
 TESTED: set[str] = set()  # every kind a test below shows, to check none is left out
@@ -202,6 +208,123 @@ def test_validation_errors_point_at_the_fault(
     assert sorted((e["pointer"], e["detail"]) for e in got["errors"]) == sorted(errors)
     first = got["errors"][0]
     assert got["detail"].startswith(f"{first['pointer'] or '/'}: {first['detail']}")
+
+
+LINE = [{"name": "x", "from": -1, "to": 1, "points": 3}]
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "english"),
+    [
+        ("post", "/v1/sweep", {"expression": "x", "vary": LINE, "output": "1x"},
+         "/output: must be a name: a letter or _, then letters, digits or _"),
+        ("post", "/v1/sweep", {"expression": "x"}, "/: give either vary or points"),
+        ("post", "/v1/sweep", {"expression": "x", "vary": LINE, "points": [{"x": 1}]},
+         "/: give either vary or points"),
+        ("post", "/v1/sweep", {"expression": "x", "points": []},
+         "/points: Shorter than minimum length 1."),
+        ("post", "/v1/sweep", {"expression": "x", "vary": LINE * 3},
+         "/vary: Length must be between 1 and 2."),
+        ("post", "/v1/sweep", {"expression": "x", "vary": [{**LINE[0], "points": 0}]},
+         "/vary/0/points: Must be greater than or equal to 1."),
+        ("post", "/v1/derivatives", {"expression": "x", "bindings": {"x": 1}, "variables": []},
+         "/variables: Shorter than minimum length 1."),
+        ("post", "/v1/derivatives", {"expression": "x", "bindings": {"x": 1}, "h": 0},
+         "/h: Must be greater than 0."),
+        ("post", "/v1/gradients", {"expression": "x", "bindings": {"x": 1}, "fields": "all"},
+         "/fields: a comma-separated list of parts of the response, each one of expression, "),
+        ("get", "/v1/sweep?expression=a*x&vary=x:-3:3:200&bind=x:nan", None,
+         "/bind/0: expected the form a:2, not 'x:nan'"),
+        ("get", "/v1/sweep?expression=x&vary=x:-3:3", None,
+         "/vary/0: expected the form x:-3:3:200, not 'x:-3:3'"),
+        ("get", "/v1/sweep?expression=x&vary=x:0:1:2&vary=x:0:1:2&vary=x:0:1:2", None,
+         "/vary: Length must be between 1 and 2."),
+        ("get", "/v1/sweep?expression=x&vary=x:0:1:2&output=1x", None,
+         "/output: must be a name: a letter or _, then letters, digits or _"),
+    ],
+)  # fmt: skip
+@pytest.mark.parametrize("locale", ["ru", "et"])
+def test_validation_details_speak_the_language_asked_for(
+    client: FlaskClient, method: str, path: str, body: Any, english: str, locale: str
+) -> None:
+    untold = problem(getattr(client, method)(path, json=body), "validation-error")["detail"]
+    assert untold.startswith(english)
+    response = getattr(client, method)(path, json=body, headers={"Accept-Language": locale})
+    assert response.status_code == 422
+    translated = response.get_json()["detail"]
+    pointer = english.split(":")[0]
+    assert translated.startswith(pointer + ": ")
+    assert translated.removeprefix(pointer) != untold.removeprefix(pointer)
+    assert bool(CYRILLIC.search(translated)) == (locale == "ru")
+
+
+def _schema_fields(schema: Schema) -> list[Field]:
+    """Every field of `schema`, with the items and values of its lists and mappings."""
+    found: list[Field] = []
+    waiting = list(schema.fields.values())
+    while waiting:
+        field = waiting.pop()
+        found.append(field)
+        for inner in ("inner", "key_field", "value_field"):
+            if getattr(field, inner, None) is not None:
+                waiting.append(getattr(field, inner))
+    return found
+
+
+def _refused(validator: Any) -> Any:
+    """A value `validator` refuses, whichever of marshmallow's sentences it says it with."""
+    if isinstance(validator, validate.Range):
+        if validator.min is not None:
+            return validator.min if not validator.min_inclusive else validator.min - 1
+        return validator.max if not validator.max_inclusive else validator.max + 1
+    if isinstance(validator, validate.Length):
+        if validator.equal is not None:
+            return [0] * (validator.equal + 1)
+        if validator.min:
+            return [0] * (validator.min - 1)
+        return [0] * (validator.max + 1)
+    if isinstance(validator, validate.OneOf):
+        return object()
+    if isinstance(validator, validate.Regexp):
+        return "!"
+    raise AssertionError(f"a validator the test does not know: {validator!r}")
+
+
+def _every_schema_sentence() -> list[tuple[str, str]]:
+    """(where, English sentence) for everything a field or validator of the API's schemas says."""
+    schemas = [
+        value()
+        for module in (schemas_module, sweep_api)
+        for value in vars(module).values()
+        if isinstance(value, type) and issubclass(value, Schema) and value is not Schema
+    ]
+    assert len(schemas) > 20
+    sentences = []
+    for schema in schemas:
+        where = type(schema).__name__
+        sentences += [(where, message) for message in schema.error_messages.values()]
+        for field in _schema_fields(schema):
+            sentences += [
+                (f"{where}.{field.name}", message.format_map(defaultdict(lambda: "1")))
+                for message in field.error_messages.values()
+            ]
+            for validator in field.validators:
+                with pytest.raises(ValidationError) as refusal:
+                    validator(_refused(validator))
+                messages = refusal.value.messages
+                assert isinstance(messages, list)
+                sentences += [(f"{where}.{field.name}", message) for message in messages]
+    return sentences
+
+
+@pytest.mark.parametrize("locale", ["ru", "et"])
+def test_every_sentence_a_schema_can_say_is_translated(locale: str) -> None:
+    untranslated = [
+        f"{where}: {english}"
+        for where, english in _every_schema_sentence()
+        if translate(language.schema_sentence(english), locale) == english
+    ]
+    assert not untranslated, "\n".join(untranslated)
 
 
 def test_validation_errors_on_graph(client: FlaskClient) -> None:

@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import CYRILLIC
+from flask.testing import FlaskClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -413,3 +415,62 @@ def test_a_failed_point_says_where_in_the_program() -> None:
     [error] = document["errors"]
     assert error["position"] == {"start": 14, "end": 20, "line": 2, "column": 5}
     assert error["kind"] == "log_domain" and error["message"] == "log of a non-positive number (-2)"
+
+
+# -- the language of a sweep --------------------------------------------------------------------
+
+FAILING = [
+    ("x = Value(1)\ny = x.log()", "log_domain"),
+    ("log(x)", "log_domain"),
+    ("x ** 0.5", "complex_result"),
+    ("y = x ** 0.5", "complex_result"),
+    ("exp(x)", "overflow"),
+    ("w = Value(2.0)  # weight\nout = (w * x).exp()", "overflow"),
+]
+
+
+@pytest.mark.parametrize(("expression", "kind"), FAILING)
+@pytest.mark.parametrize("locale", ["ru", "et"])
+def test_the_errors_of_points_speak_the_language_asked_for(
+    client: FlaskClient, expression: str, kind: str, locale: str
+) -> None:
+    body = {"expression": expression, "vary": [{"name": "x", "from": -1, "to": 1000, "points": 3}]}
+    english = client.post("/v1/sweep", json=body).get_json()["errors"]
+    response = client.post("/v1/sweep", json=body, headers={"Accept-Language": locale})
+    assert response.headers["Content-Language"] == locale
+    errors = response.get_json()["errors"]
+    assert [e["kind"] for e in errors] == [e["kind"] for e in english] and errors
+    assert kind in {e["kind"] for e in errors}
+    for error, original in zip(errors, english, strict=True):
+        assert error["message"] != original["message"]
+        assert bool(CYRILLIC.search(error["message"])) == (locale == "ru")
+        assert {**error, "message": None} == {**original, "message": None}
+
+
+def test_a_sweep_is_localized_without_touching_its_arrays() -> None:
+    document = sweeps.sweep(EVALUATOR, "log(x)", {}, [Axis("x", -1, 1, 1001)])
+    assert sweeps.localized(document, "en") is document
+    russian = sweeps.localized(document, "ru")
+    assert russian["value"] is document["value"] and russian["axes"] is document["axes"]
+    assert len(russian["errors"]) == len(document["errors"]) == 501
+    assert russian["errors"][0]["message"] == "логарифм неположительного числа (-1)"
+    assert all(CYRILLIC.search(e["message"]) for e in russian["errors"])
+    assert str(document["errors"][0]["message"]) == "log of a non-positive number (-1)"
+
+
+@pytest.mark.parametrize(
+    ("expression", "output", "caption"),
+    [
+        ("x * tanh(x)", None, "x * tanh(x)"),
+        ("x * tanh(x)  # the activation", None, "x * tanh(x)"),
+        ("(x +\n y)", None, "(x + y)"),
+        ("x * y", "x", "x"),
+        (SHIPPING, None, "cost"),
+        (SHIPPING, "raw_cost", "raw_cost"),
+        ("a = Value(2.0)  # a leaf\nb = a * x\nb + \\\n  1  # plus one", None, "b + 1"),
+    ],
+)
+def test_a_caption_is_one_line_naming_the_output(
+    expression: str, output: str | None, caption: str
+) -> None:
+    assert sweeps.caption(EVALUATOR, expression, output) == caption

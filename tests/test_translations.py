@@ -125,7 +125,7 @@ def test_plural_forms_follow_each_language() -> None:
 def test_a_message_renders_its_parameters_in_every_language() -> None:
     message = _("The answer must be a number, not {what}.", what=_("an object"))
     assert message == "The answer must be a number, not an object."
-    assert localized({"m": [message]}, "ru") == {"m": ["Ответ должен быть числом, а не объект."]}
+    assert localized({"m": [message]}, "ru") == {"m": ["Ответ должен быть числом, а это объект."]}
     assert message.translate("et") == "Vastus peab olema arv, mitte objekt."
     assert message.translate("xx") == str(message)  # no catalogue: English
 
@@ -219,3 +219,23 @@ def test_schema_violations_are_translated_too(client: FlaskClient) -> None:
     english = client.post("/v1/gradients", json=body).get_json()
     assert english["detail"].endswith("(and 2 more)")
     assert {error["detail"] for error in english["errors"]} >= {"Missing data for required field."}
+
+
+@pytest.mark.parametrize("answer", ["[10]", '{"x": 1}', "true", "1e400"])
+def test_an_answer_that_is_no_number_is_named_in_good_russian(
+    client: FlaskClient, answer: str
+) -> None:
+    """ "а не" would want the instrumental ("а не списком"); the kind is named in the nominative,
+    so the Russian sentence must not set it after "а не"."""
+    body = '{"expression": "a * b", "bindings": {"a": 2, "b": 3}, "answers": {"value": %s}}'
+    messages = {}
+    for locale in ("en", *TRANSLATED):
+        headers = {"Accept-Language": locale, "Content-Type": "application/json"}
+        response = client.post("/v1/check", data=body % answer, headers=headers)
+        (result,) = [r for r in response.get_json()["results"] if r["item"] == "value"]
+        assert result["feedback"]["code"] == "not_a_number"
+        messages[locale] = result["feedback"]["message"]
+    assert messages["en"].startswith("The answer must be a number, not ")
+    assert messages["ru"].startswith("Ответ должен быть числом, а это ")
+    assert "а не" not in messages["ru"]
+    assert messages["et"].startswith("Vastus peab olema arv, mitte ")

@@ -52,9 +52,22 @@ _SCHEMA_SENTENCES = (
     _("Invalid input type."),
     _("Unknown field."),
     _("Must be one of: {choices}."),
+    # validate.Range, each bound inclusive or not
     _("Must be greater than or equal to {min} and less than or equal to {max}."),
+    _("Must be greater than or equal to {min} and less than {max}."),
+    _("Must be greater than {min} and less than or equal to {max}."),
+    _("Must be greater than {min} and less than {max}."),
     _("Must be greater than or equal to {min}."),
+    _("Must be greater than {min}."),
     _("Must be less than or equal to {max}."),
+    _("Must be less than {max}."),
+    # validate.Length
+    _("Shorter than minimum length {min}."),
+    _("Longer than maximum length {max}."),
+    _("Length must be between {min} and {max}."),
+    _("Length must be {equal}."),
+    # validate.Regexp without a message of our own
+    _("String does not match expected pattern."),
 )
 
 
@@ -68,7 +81,19 @@ def _pattern(template: str) -> re.Pattern[str]:
     )
 
 
-_SCHEMA_PATTERNS = tuple((_pattern(m.template), m.template) for m in _SCHEMA_SENTENCES)
+def _literal_length(template: str) -> int:
+    return len(re.sub(r"\{\w+\}", "", template))
+
+
+# A parameter matches any text, so "Must be greater than {min}." also matches "Must be greater
+# than 0 and less than 1."; the template with the most literal text is the most specific, so it
+# is tried first.
+_SCHEMA_PATTERNS = tuple(
+    (_pattern(template), template)
+    for template in sorted(
+        (message.template for message in _SCHEMA_SENTENCES), key=_literal_length, reverse=True
+    )
+)
 
 
 def schema_sentence(text: str) -> str:

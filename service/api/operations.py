@@ -7,10 +7,11 @@ from typing import Any
 
 from flask import Response, current_app
 
-from service.api import json_response
+from service.api import language
 from service.api.config import DEFAULTS, reported
 from service.api.request import RESPONSE_HEADERS, Blueprint
 from service.api.schemas import OperationsSchema
+from service.i18n import DEFAULT_LOCALE, localized
 from service.operations import OPERATIONS
 
 blp = Blueprint(
@@ -23,7 +24,8 @@ blp = Blueprint(
 
 
 def catalogue(config: Mapping[str, Any]) -> dict[str, Any]:
-    """The document GET /v1/operations answers with, for an app configured with `config`."""
+    """The document GET /v1/operations answers with, for an app configured with `config`; its
+    prose is `Message`s, rendered in each request's language."""
     return {
         "operations": [
             {
@@ -48,7 +50,7 @@ def catalogue(config: Mapping[str, Any]) -> dict[str, Any]:
     200,
     OperationsSchema,
     headers=RESPONSE_HEADERS,
-    example=catalogue(DEFAULTS),
+    example=localized(catalogue(DEFAULTS), DEFAULT_LOCALE),
 )
 def operations() -> Response:
     """List the supported operations and the limits and settings in force
@@ -62,4 +64,4 @@ def operations() -> Response:
     the time symbolic work may take), and how many compiled expressions (and graph nodes in all)
     each worker caches.
     """
-    return json_response(catalogue(current_app.config))
+    return language.localized_response(catalogue(current_app.config))

@@ -10,7 +10,7 @@ from typing import Any
 from flask import Flask, Response, current_app
 
 from service import pictures
-from service.api import evaluator, json_response
+from service.api import evaluator, json_response, language
 from service.api.config import _positive
 from service.api.problems import problem_response
 from service.i18n import _
@@ -85,11 +85,13 @@ def plot_response(
     marked: Mapping[str, Any] | None,
     image: str,
     explicit: bool,
+    title: str,
 ) -> Response:
-    """The sweep plotted as SVG or PNG, within the picture rate."""
+    """The sweep plotted as SVG or PNG, titled `title`, in the request's language, within the
+    picture rate."""
     if (refused := over_rate()) is not None:
         return refused
-    body = pictures.plot(sweep, bindings, marked, image, explicit)
+    body = pictures.plot(sweep, bindings, marked, image, explicit, title, language.current())
     return Response(body, mimetype=pictures.PLOT_FORMATS[image])
 
 

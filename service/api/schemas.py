@@ -14,7 +14,7 @@ from service.api.config import SETTINGS, Reported
 from service.check import CODES, DEFAULT_TOLERANCE, VERDICTS, Tolerance
 from service.evaluator import DEFAULT_GRANULARITY, FIELDS, GRANULARITIES
 from service.exercises import DEFAULT_KIND, DEFAULT_LEVEL, EXERCISE_KINDS, LEVELS, MAX_SEED
-from service.i18n import _
+from service.i18n import Message, _
 from service.kinds import KINDS, type_uri
 from service.limits import DEFAULT_LIMITS, Limits
 
@@ -105,12 +105,30 @@ def _drawing_format() -> fields.String:
     )
 
 
+class Pattern(validate.Regexp):
+    """A regular expression a field must match, refused with a translatable sentence of ours.
+
+    marshmallow's Regexp formats its message (for `{input}` and `{regex}`), which would turn a
+    `Message` into plain English text; this one raises the `Message` itself.
+    """
+
+    def __init__(self, regex: str, error: Message) -> None:
+        super().__init__(regex, error=error)
+        self.message = error
+
+    def _format_error(self, value: str | bytes) -> str:
+        return self.message
+
+
 def output_name() -> fields.String:
     """The request field naming a program's output, in a body or a query alike."""
     return fields.String(
         load_default=None,
         allow_none=True,
-        validate=validate.Regexp(r"^[A-Za-z_][A-Za-z0-9_]*$"),
+        validate=Pattern(
+            IDENTIFIER_PATTERN,
+            _("must be a name: a letter or _, then letters, digits or _"),
+        ),
         metadata={
             "description": "For a program: the name whose value is the output. By default, "
             "the name `name.backward()` is called on, else the last statement."
@@ -127,10 +145,12 @@ def _fields() -> fields.String:
         data_key="fields",
         load_default=None,
         allow_none=True,
-        validate=validate.Regexp(
+        validate=Pattern(
             FIELDS_PATTERN,
-            error="a comma-separated list of parts of the response, each one of "
-            + ", ".join(FIELDS),
+            _(
+                "a comma-separated list of parts of the response, each one of {parts}",
+                parts=", ".join(FIELDS),
+            ),
         ),
         metadata={
             "description": "Only these parts of the response, for a client that already holds "
@@ -235,7 +255,7 @@ class SweepRequestSchema(Schema):
     def one_way(self, data: dict[str, Any], **kwargs: Any) -> None:
         # The spec says it too, with `oneOf` (see `service.api.sweep.document`).
         if ("vary" in data) == ("points" in data):
-            raise ValidationError("give either vary or points", "_schema")
+            raise ValidationError(_("give either vary or points"), "_schema")
 
 
 def _span() -> Any:
@@ -557,6 +577,7 @@ class SweepErrorSchema(Schema):
 
 class SweepSchema(Schema):
     expression = _out(fields.String, "The expression, as sent.")
+    output = _program_output()
     axes = _out(
         fields.Dict,
         "The values of each varied variable (for `points`: of each variable they set).",

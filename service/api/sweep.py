@@ -12,12 +12,13 @@ from flask import Response, request
 from marshmallow import RAISE, Schema, ValidationError, fields, post_load, validate
 
 from service import sweep as sweeps
-from service.api import evaluator, json_response
+from service.api import evaluator, json_response, language
 from service.api.pictures import PLOT_CONTENT, plot_response
 from service.api.problems import documents_problems
 from service.api.request import RESPONSE_HEADERS, Blueprint
 from service.api.schemas import SweepRequestSchema, SweepSchema, output_name
 from service.evaluator import Evaluator
+from service.i18n import _
 
 blp = Blueprint(
     "sweep",
@@ -67,9 +68,11 @@ def run(body: dict[str, Any]) -> dict[str, Any]:
 def respond(document: dict[str, Any], body: dict[str, Any], image: str | None) -> Response:
     """JSON, or the plot in `image` format with the request's own bindings marked."""
     if image is None:
-        return json_response(document)
-    marked = sweeps.at_bindings(evaluator(), body["expression"], body["bindings"], body["output"])
-    return plot_response(document, body["bindings"], marked, image, "points" in body)
+        return json_response(sweeps.localized(document, language.current()))
+    expression, output = body["expression"], body["output"]
+    marked = sweeps.at_bindings(evaluator(), expression, body["bindings"], output)
+    title = sweeps.caption(evaluator(), expression, output)
+    return plot_response(document, body["bindings"], marked, image, "points" in body, title)
 
 
 @blp.route("/sweep", methods=["POST"])
@@ -113,7 +116,10 @@ class _Text(fields.Field):  # type: ignore[type-arg]
     def _deserialize(self, value: Any, attr: Any, data: Any, **kwargs: Any) -> Any:
         match = self.regex.match(value) if isinstance(value, str) else None
         if match is None:
-            raise ValidationError(f"expected the form {self.example}, not {value!r}")
+            shown = repr(value) if isinstance(value, str) else type(value).__name__
+            raise ValidationError(
+                _("expected the form {example}, not {value}", example=self.example, value=shown)
+            )
         return self.read(*match.groups())
 
     def read(self, *groups: str) -> Any:
