@@ -73,9 +73,18 @@ class LimitExceeded(ExpressionError):
 class BindingError(AutogradError):
     """The bindings do not fit the expression: unbound or unknown names, or non-numbers."""
 
-    def __init__(self, kind: str, message: str, variables: list[str]) -> None:
+    def __init__(
+        self,
+        kind: str,
+        message: str,
+        variables: list[str],
+        location: str | None = "/bindings",
+    ) -> None:
         super().__init__(kind, message)
         self.variables = variables
+        # Over HTTP, the object of the request body whose keys the names are, as a JSON pointer;
+        # None where they are not keys (a sweep's varied inputs).
+        self.location = location
 
     def as_dict(self) -> dict[str, Any]:
         return {**super().as_dict(), "variables": list(self.variables)}

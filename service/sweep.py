@@ -177,14 +177,15 @@ def to_json(document: dict[str, Any]) -> bytes:
     return orjson.dumps(document, option=orjson.OPT_SERIALIZE_NUMPY)
 
 
-def _check_numbers(bindings: Mapping[str, Any], where: str) -> None:
-    """Every value a finite number (never a boolean), else `invalid_binding` naming them."""
+def _check_numbers(bindings: Mapping[str, Any], where: str, location: str = "/bindings") -> None:
+    """Every value a finite number (never a boolean), else `invalid_binding` naming them; `where`
+    says in words which object of the request they are in, `location` as a JSON pointer."""
     bad = [name for name, value in bindings.items() if not _is_finite_number(value)]
     if bad:
         message = _(
             "{names} must be bound to finite numbers in {where}", names=", ".join(bad), where=where
         )
-        raise BindingError("invalid_binding", message, bad)
+        raise BindingError("invalid_binding", message, bad, location)
 
 
 def _is_finite_number(value: object) -> bool:
@@ -202,7 +203,7 @@ def _check_vary(
     names = [axis.name for axis in vary]
     if not 1 <= len(vary) <= 2 or len(set(names)) != len(names):
         message = _("vary one input (a line) or two different inputs (a grid)")
-        raise BindingError("invalid_binding", message, names)
+        raise BindingError("invalid_binding", message, names, location=None)
     unknown = sorted(set(names) - set(parsed.inputs))
     if unknown:
         raise unknown_bindings(unknown, parsed.assigned)
@@ -215,7 +216,7 @@ def _check_vary(
                 "{name} must vary between two finite numbers over at least one point",
                 name=axis.name,
             )
-            raise BindingError("invalid_binding", message, [axis.name])
+            raise BindingError("invalid_binding", message, [axis.name], location=None)
     shape = tuple(axis.points for axis in vary)
     if len(shape) == 2 and max(shape) > limits.max_sweep_grid:
         message = _(
@@ -248,7 +249,7 @@ def _check_points(
     named = {name for point in points for name in point}
     for index, point in enumerate(points):
         _check_names(parsed, point, limits.max_bindings)
-        _check_numbers(point, f"points[{index}]")
+        _check_numbers(point, f"points[{index}]", f"/points/{index}")
     columns: dict[str, np.ndarray] = {}
     for name in parsed.inputs:
         if name not in named:

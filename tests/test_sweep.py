@@ -474,3 +474,14 @@ def test_a_caption_is_one_line_naming_the_output(
     expression: str, output: str | None, caption: str
 ) -> None:
     assert sweeps.caption(EVALUATOR, expression, output) == caption
+
+
+def test_a_point_that_is_not_a_number_is_pointed_at_in_points() -> None:
+    from conftest import make_app
+
+    body = b'{"expression": "x * 2", "points": [{"x": 1}, {"x": NaN}]}'
+    response = (
+        make_app().test_client().post("/v1/sweep", data=body, content_type="application/json")
+    )
+    assert response.status_code == 422
+    assert [error["pointer"] for error in response.get_json()["errors"]] == ["/points/1/x"]

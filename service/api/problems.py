@@ -71,10 +71,11 @@ def problem_response(body: dict[str, Any], headers: dict[str, str] | None = None
 def core_refusal(error: AutogradError) -> Response:
     """The core's refusal as a problem; a binding that is not a number is pointed at as well."""
     body = core_problem(error)
-    if isinstance(error, BindingError) and error.kind == "invalid_binding":
-        # Over HTTP the value sits in the body's `bindings`: point at it as a validation does.
+    if isinstance(error, BindingError) and error.kind == "invalid_binding" and error.location:
+        # Over HTTP the value sits in the body (its `bindings`, or a sweep's `points`): point
+        # at it as a validation does.
         body["errors"] = [
-            {"pointer": f"/bindings/{_escaped(name)}", "detail": error.message}
+            {"pointer": f"{error.location}/{_escaped(name)}", "detail": error.message}
             for name in error.variables
         ]
     return problem_response(body)
