@@ -483,7 +483,7 @@ def check(
         given = answers["derivatives"]
         warm_up()
         with time_budget(symbolic_seconds, CHECK_KIND):
-            symbolic = _Symbolic(evaluator, expression, output, variable_node, tolerance)
+            symbolic = _Symbolic(evaluator, expression, output, variable_node, tolerance, document)
             for name in variables:
                 item = _Item(f"derivatives.{name}", None, given.get(name))
                 symbolic.judge(item, name, reveal)
@@ -589,8 +589,15 @@ def _judge_number(
             item.feedback = _feedback("dead_relu", _mistake_message("dead_relu", {"node": relu}))
 
 
+def _relu_states(document: dict[str, Any]) -> tuple[bool, ...]:
+    """Which relus of an evaluated graph are on: together, the piece of a piecewise function
+    its point lies on."""
+    return tuple(node["local_grads"][0] > 0 for node in document["graph"]["nodes"]
+                 if node["op"] == "relu")  # fmt: skip
+
+
 def _text(expression: sympy.Expr) -> str:
-    """A sympy expression as text a learner can read (`2*a`, `b*Heaviside(a*b, 0)`)."""
+    """A sympy expression as text a learner can read (`2*a`, `a*b + 1`)."""
     import sympy
 
     return str(sympy.sstr(expression))
@@ -598,7 +605,12 @@ def _text(expression: sympy.Expr) -> str:
 
 class _Symbolic:
     """Symbolic derivatives of one expression: sympy's derivative, and sample points where the
-    engine's gradients (exact derivatives) are compared with the answer's values."""
+    engine's gradients (exact derivatives) are compared with the answer's values.
+
+    With relus the expression is piecewise, and its derivative is judged on the piece the
+    bindings lie on, which a learner can write: `b` for d relu(a*b)/da where a*b > 0, not
+    sympy's `b*Heaviside(a*b, 0)`, which no answer can. Every sample point lies on that piece.
+    """
 
     def __init__(
         self,
@@ -607,6 +619,7 @@ class _Symbolic:
         output: str | None,
         variable_node: dict[str, int],
         tolerance: Tolerance,
+        document: dict[str, Any],
     ) -> None:
         self.evaluator = evaluator
         self.expression = expression
@@ -615,6 +628,10 @@ class _Symbolic:
         self.variable_node = variable_node
         self.tolerance = tolerance
         self.points: list[tuple[dict[str, float], dict[str, Any], Mistakes]] | None = None
+        # The bindings' point (the output's inputs' values), and the piece it lies on.
+        nodes = document["graph"]["nodes"]
+        self.at = {node["label"]: node["value"] for node in nodes if node["kind"] == "variable"}
+        self.piece = _relu_states(document)
 
     def sample(self) -> list[tuple[dict[str, float], dict[str, Any], Mistakes]]:
         """Up to SAMPLE_POINTS points where the expression and its gradients are finite, the
@@ -622,16 +639,25 @@ class _Symbolic:
         if self.points is None:
             rng = random.Random(0)  # noqa: S311 - reproducible points, not secrets
             self.points = []
-            for attempt in range(SAMPLE_TRIES):
-                # Half the tries may be negative; later ones stay positive, for log and powers.
-                negative = attempt < SAMPLE_TRIES // 2
-                point = {
-                    name: round(rng.uniform(0.2, 2.5), 6) * (rng.choice((-1, 1)) if negative else 1)
-                    for name in self.parsed.variables
-                }
+            for attempt in range(2 * SAMPLE_TRIES):
+                if attempt < SAMPLE_TRIES:
+                    # Half the tries may be negative; later ones stay positive, for log and powers.
+                    negative = attempt < SAMPLE_TRIES // 2
+                    point = {
+                        name: round(rng.uniform(0.2, 2.5), 6)
+                        * (rng.choice((-1, 1)) if negative else 1)
+                        for name in self.parsed.variables
+                    }
+                else:  # the bindings' piece is small: points around the bindings
+                    point = {
+                        name: round(x * rng.uniform(0.75, 1.25) + rng.uniform(-0.05, 0.05), 6)
+                        for name, x in self.at.items()
+                    }
                 try:
                     document = self.evaluator.evaluate(self.expression, point, output=self.output)
                 except DomainError:
+                    continue
+                if _relu_states(document) != self.piece:
                     continue
                 self.points.append((point, document, Mistakes(self.expression, document)))
                 if len(self.points) == SAMPLE_POINTS:
@@ -639,9 +665,23 @@ class _Symbolic:
         return self.points
 
     def derivative(self, name: str) -> sympy.Expr:
+        """The derivative on the bindings' piece: each relu and its derivative (Heaviside) as
+        they are there, its input or 0 and 1 or 0 (0 at the kink, as micrograd's relu)."""
         import sympy
 
-        return sympy.diff(self.parsed.sympy, sympy.Symbol(name, real=True))
+        from service.symbolic import relu
+
+        derivative = sympy.diff(self.parsed.sympy, sympy.Symbol(name, real=True))
+        at = {sympy.Symbol(name, real=True): value for name, value in self.at.items()}
+
+        def on_piece(atom: sympy.Expr) -> sympy.Expr:
+            positive = bool(atom.args[0].xreplace(at) > 0)
+            if isinstance(atom, relu):
+                return atom.args[0] if positive else sympy.Integer(0)
+            return sympy.Integer(int(positive))
+
+        # Bottom up, so a relu inside another's input is replaced too.
+        return derivative.replace(lambda e: isinstance(e, relu | sympy.Heaviside), on_piece)
 
     def judge(self, item: _Item, name: str, reveal: bool) -> None:
         if reveal:

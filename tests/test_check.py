@@ -183,13 +183,14 @@ NOT_EQUIVALENT = [
     ("(a + b) * c", "c", "-(a + b)", "wrong_sign"),
     ("a * b * a", "a", "a*b", "one_path_only"),
     ("a - b", "b", "1", "wrong_sign"),
-    ("relu(a * b)", "a", "b", "dead_relu"),
+    # At the bindings (every variable 1) the relu is off: on that piece the derivative is 0.
+    ("relu(a * b - 2)", "a", "b", "dead_relu"),
     ("a / b", "b", "a / b^2", "wrong_sign"),
     ("exp(2 * a)", "a", "exp(2*a)", "wrong_local_derivative"),
     ("a * b", "a", "a + b", "incorrect"),
     ("a * b", "a", "0.999 * b", "outside_tolerance"),
     ("(a + 1) ** 2", "a", "2*a", "incorrect"),
-    ("relu(a)", "a", "1", "dead_relu"),
+    ("relu(a - 2)", "a", "1", "dead_relu"),
 ]
 
 
@@ -337,6 +338,34 @@ def test_a_programs_named_nodes_are_items_by_name() -> None:
     assert results["nodes.0"]["expected"] == 13  # relu(h) + a * b = 7 + 2 * 3
     assert results["nodes.0"]["verdict"] == "correct"
     assert results["gradients.b"]["feedback"]["code"] == "wrong_local_derivative"  # a, not a*a
+
+
+@pytest.mark.parametrize(
+    ("expression", "bindings", "answers", "expected"),
+    [
+        # On, at the bindings: the derivative there is b, which a learner can write.
+        ("relu(a * b)", {"a": 1, "b": 2}, {"a": "b", "b": "a"}, {"a": "b", "b": "a"}),
+        # Off: 0 on this piece, whatever it would be where the relu is on.
+        ("relu(a * b)", {"a": -1, "b": 2}, {"a": "0", "b": "0"}, {"a": "0", "b": "0"}),
+        # A relu inside another's input, both on at a = 3.
+        ("relu(relu(a) - 1) * a", {"a": 3}, {"a": "2*a - 1"}, {"a": "2*a - 1"}),
+    ],
+)
+def test_a_derivative_through_relu_is_judged_on_the_bindings_piece(
+    expression: str, bindings: dict[str, float], answers: dict[str, str], expected: dict[str, str]
+) -> None:
+    document = check(EVALUATOR, expression, bindings, {"derivatives": answers}, reveal=True)
+    results = {r["item"]: r for r in document["results"] if r["item"].startswith("derivatives.")}
+    assert {item.split(".")[1]: r["expected"] for item, r in results.items()} == expected
+    assert all(r["verdict"] == "correct" for r in results.values()), results
+
+
+def test_the_shipping_costs_derivatives_are_its_gradients_at_the_defaults() -> None:
+    from service.api.examples import SHIPPING_PROGRAM
+
+    answers = {"weight": "15", "distance": "2", "base_fee": "1", "discount": "1"}
+    document = check(EVALUATOR, SHIPPING_PROGRAM, {}, {"derivatives": answers})
+    assert document["score"] == 1
 
 
 def test_a_program_with_a_dead_relu_and_a_chosen_output() -> None:
