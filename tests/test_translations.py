@@ -239,3 +239,22 @@ def test_an_answer_that_is_no_number_is_named_in_good_russian(
     assert messages["ru"].startswith("Ответ должен быть числом, а это ")
     assert "а не" not in messages["ru"]
     assert messages["et"].startswith("Vastus peab olema arv, mitte ")
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type", "status"),
+    [
+        (b"", "application/json", 400),
+        (b"{", "application/json", 400),
+        (b"{}", "text/plain", 415),
+        (b"{}", None, 415),
+    ],
+)
+def test_a_body_that_is_no_json_is_refused_in_the_requests_language(
+    client: FlaskClient, body: bytes, content_type: str | None, status: int
+) -> None:
+    response = client.post(
+        "/v1/gradients", data=body, content_type=content_type, headers={"Accept-Language": "ru"}
+    )
+    assert response.status_code == status
+    assert CYRILLIC.search(response.get_json()["detail"])

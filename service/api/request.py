@@ -16,6 +16,7 @@ from flask.json.provider import DefaultJSONProvider
 from webargs.flaskparser import FlaskParser
 from werkzeug.exceptions import RequestEntityTooLarge
 
+from service.i18n import _
 from service.kinds import Problem
 
 REQUEST_ID_HEADER = "X-Request-ID"
@@ -128,14 +129,23 @@ class ApiRequest(Request):
 
     def on_json_loading_failed(self, e: ValueError | None) -> NoReturn:
         if e is None:
-            sent = f"is {self.mimetype}" if self.mimetype else "is missing"
-            raise Problem(
-                "unsupported-media-type",
-                f"the body must be JSON sent with Content-Type: application/json; this one {sent}",
-            )
+            if self.mimetype:
+                detail = _(
+                    "the body must be JSON sent with Content-Type: application/json; this one is "
+                    "{mimetype}",
+                    mimetype=self.mimetype,
+                )
+            else:
+                detail = _(
+                    "the body must be JSON sent with Content-Type: application/json; this one has "
+                    "no Content-Type"
+                )
+            raise Problem("unsupported-media-type", detail)
         if not self.get_data(cache=True):
-            raise Problem("malformed-json", "the request body is empty; send a JSON object")
-        raise Problem("malformed-json", f"the request body is not valid JSON: {e}")
+            raise Problem("malformed-json", _("the request body is empty; send a JSON object"))
+        # The reason is the JSON reader's own (with the line and column), or ours, in English.
+        detail = _("the request body is not valid JSON: {reason}", reason=str(e))
+        raise Problem("malformed-json", detail)
 
 
 class JsonBodyParser(FlaskParser):
