@@ -5,9 +5,9 @@ generator version, the level and the seed. Python guarantees that `random()` giv
 for the same seed across versions (its `choice`, `shuffle` and `randrange` carry no such promise),
 so every draw goes through `_pick`. Nothing depends on hash randomization or on the process.
 
-`GENERATOR` names the rules below. A seed gives the same exercise for as long as `GENERATOR` is
-unchanged, which holds for the whole of API v1: new templates or rules come with a new number and
-are then chosen by the request, never silently.
+`GENERATORS` name the rules below. A seed gives the same exercise under the same generator for
+the whole of API v1: new templates or rules come with a new generator, which a request chooses,
+never silently. Generator 1 is the first rules; generator 2 adds small programs to levels 2 and 3.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from service.errors import AutogradError
 from service.evaluator import Evaluator
 from service.i18n import Message, _
 
-GENERATOR = 1
+GENERATORS = (1, 2)
+DEFAULT_GENERATOR = 1  # a request asks for a later one: a seed's exercise never changes under it
 LEVELS = (1, 2, 3)
 EXERCISE_KINDS = ("gradients", "backward-pass", "derivative")
 DEFAULT_LEVEL = 1
@@ -32,12 +33,11 @@ MAX_SEED = 2**53 - 1  # the largest integer JavaScript (and any JSON reader) hol
 _NAMED_BEFORE_SIGN = ("dead_relu", "one_path_only")
 _ATTEMPTS = 500  # templates and bindings drawn before falling back to the lesson's own exercise
 
-# Each level's expression shapes: {x}, {y}, {z}, {w} are variables, {p}, {q}, {r} operators.
-# Level 1 is the lesson's (a + b) * c and its cousins; level 2 shares nodes (a variable used
-# twice, the += of the backward pass) and puts relu in; level 3 brings the derived operations
-# (- and /), powers and relu dead zones. A few shapes are small programs whose named node is used
-# twice, as the lessons write them.
-_SHAPES: dict[int, tuple[str, ...]] = {
+# Each level's expression shapes under generator 1: {x}, {y}, {z}, {w} are variables, {p}, {q},
+# {r} operators. Level 1 is the lesson's (a + b) * c and its cousins; level 2 shares nodes (a
+# variable used twice, the += of the backward pass) and puts relu in; level 3 brings the derived
+# operations (- and /), powers and relu dead zones.
+_FIRST_SHAPES: dict[int, tuple[str, ...]] = {
     1: (
         "({x} {p} {y}) {q} {z}",
         "{x} {p} {y} {q} {z}",
@@ -53,7 +53,6 @@ _SHAPES: dict[int, tuple[str, ...]] = {
         "relu({x} {p} {y}) * {z}",
         "relu({x} * {y}) {p} {z}",
         "{x} ** 2 {p} {x} * {y}",
-        "s = {x} {p} {y}\nout = s * {z} + s",  # a small program: a named node used twice
     ),
     3: (
         "relu({x} - {y}) * {z} {p} {x}",
@@ -66,9 +65,17 @@ _SHAPES: dict[int, tuple[str, ...]] = {
         "({x} {p} {y}) / {z} - {y} * {z}",
         "{x} * {y} - {z} / {x}",
         "-{x} * ({y} - {z}) ** 2",
-        "h = {x} {p} {y}\nout = h * h - {z} / h",
-        "h = {x} * {y} - {z}\nout = relu(h) + {x} * h",
     ),
+}
+# Generator 2 adds small programs whose named node is used twice, as the lessons write them.
+_PROGRAMS: dict[int, tuple[str, ...]] = {
+    1: (),
+    2: ("s = {x} {p} {y}\nout = s * {z} + s",),
+    3: ("h = {x} {p} {y}\nout = h * h - {z} / h", "h = {x} * {y} - {z}\nout = relu(h) + {x} * h"),
+}
+_SHAPES: dict[int, dict[int, tuple[str, ...]]] = {
+    1: _FIRST_SHAPES,
+    2: {level: shapes + _PROGRAMS[level] for level, shapes in _FIRST_SHAPES.items()},
 }
 _OPERATORS = {1: ("+", "*"), 2: ("+", "*", "-"), 3: ("+", "*", "-")}
 _NAMES = (("a", "b", "c", "d"), ("x", "y", "z", "w"), ("p", "q", "r", "s"), ("u", "v", "w", "t"))
@@ -94,8 +101,8 @@ def _friendly(x: float) -> bool:
 class _Draft:
     """One drawn expression with bindings, and whether it makes a good exercise."""
 
-    def __init__(self, rng: random.Random, level: int, kind: str) -> None:
-        shapes = _SHAPES[level]
+    def __init__(self, rng: random.Random, generator: int, level: int, kind: str) -> None:
+        shapes = _SHAPES[generator][level]
         if kind == "derivative":  # relu's derivative (a step) cannot be written in the language
             shapes = tuple(shape for shape in shapes if "relu" not in shape)
         shape = _pick(rng, shapes)
@@ -189,15 +196,22 @@ def exercise(
     level: int = DEFAULT_LEVEL,
     kind: str = DEFAULT_KIND,
     reveal: bool = False,
+    generator: int = DEFAULT_GENERATOR,
 ) -> dict[str, Any]:
-    """The exercise of `seed` at `level` of `kind`: what to show, what to ask, how to check it."""
-    if level not in LEVELS or kind not in EXERCISE_KINDS or not 0 <= seed <= MAX_SEED:
+    """The exercise of `seed` at `level` of `kind` under the rules of `generator`: what to show,
+    what to ask, how to check it."""
+    if (
+        level not in LEVELS
+        or kind not in EXERCISE_KINDS
+        or generator not in GENERATORS
+        or not 0 <= seed <= MAX_SEED
+    ):
         raise ValueError(f"no exercise for seed={seed}, level={level}, kind={kind!r}")
     # A string seed is hashed with SHA-512 by `random`, the same in every process.
-    rng = random.Random(f"autograd-exercise/{GENERATOR}/{level}/{seed}")  # noqa: S311
+    rng = random.Random(f"autograd-exercise/{generator}/{level}/{seed}")  # noqa: S311
     document = None
     for _attempt in range(_ATTEMPTS):
-        draft = _Draft(rng, level, kind)
+        draft = _Draft(rng, generator, level, kind)
         document = draft.evaluate(evaluator)
         if document is not None:
             break
@@ -215,7 +229,7 @@ def exercise(
         "seed": seed,
         "level": level,
         "kind": kind,
-        "generator": GENERATOR,
+        "generator": generator,
         "expression": expression,
         "bindings": bindings,
     }

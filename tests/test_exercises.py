@@ -3,6 +3,7 @@ numbers, growing levels, and answers that /v1/check accepts."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -15,7 +16,7 @@ from flask.testing import FlaskClient
 
 from service.check import check
 from service.evaluator import Evaluator
-from service.exercises import EXERCISE_KINDS, LEVELS, exercise
+from service.exercises import EXERCISE_KINDS, GENERATORS, LEVELS, exercise
 from service.parser import parse
 
 EVALUATOR = Evaluator()
@@ -53,17 +54,55 @@ def test_a_seed_gives_the_same_exercise_in_every_process() -> None:
     assert json.loads(runs.pop()) == json.loads(json.dumps(here, sort_keys=True))
 
 
-def test_the_generator_is_pinned() -> None:
+def test_the_generators_are_pinned() -> None:
     """Seeds are promised stable across releases of API v1: a change to the rules or to how
-    numbers are drawn must fail here (and bump GENERATOR) rather than change exercises quietly."""
+    numbers are drawn must fail here (and come as a new generator) rather than change exercises
+    quietly. Seed 42 at level 2 is docs/LMS.md's example."""
     pinned = {
-        (0, 1): ("u * v + w", {"u": -4.0, "v": -1.0, "w": 4.0}),
-        (1, 2): ("x * y + x", {"x": 4.0, "y": 2.0}),
-        (0, 3): ("relu(u * v - w) - u", {"u": -4.0, "v": 4.0, "w": -1.5}),
+        (1, 0, 1): ("u * v + w", {"u": -4.0, "v": -1.0, "w": 4.0}),
+        (1, 1, 2): ("(x + y) * x", {"x": 4.0, "y": 2.0}),
+        (1, 42, 2): ("p * q - p", {"p": -3.0, "q": 5.0}),
+        (1, 0, 3): ("-u * (v - w) ** 2", {"u": -3.0, "v": 2.0, "w": 0.5}),
+        (2, 0, 2): ("s = x - y\nout = s * z + s", {"x": 1.5, "y": 1.0, "z": 5.0}),
+        (2, 8, 3): ("relu(x * y - z) - x", {"x": 4.0, "y": -2.0, "z": 2.5}),
     }
-    for (seed, level), (expression, bindings) in pinned.items():
-        generated = exercise(EVALUATOR, seed, level)
+    for (generator, seed, level), (expression, bindings) in pinned.items():
+        generated = exercise(EVALUATOR, seed, level, generator=generator)
+        assert generated["generator"] == generator
         assert (generated["expression"], generated["bindings"]) == (expression, bindings)
+
+
+# Every exercise of seeds 0 to 19, at every level and of every kind, with its answers: generator
+# 1's digest is that of the first release's exercises.
+DIGESTS = {
+    1: "3111d0a7afc38bfd74aca30690850b12a0d05c63bb62b6628d6fef0ea64d0963",
+    2: "7e93302b9df3a40069e181e073f00bf36643edcc67863a5f854af526dee13df2",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("generator", GENERATORS)
+def test_every_exercise_of_a_generator_stays_as_it_was(generator: int) -> None:
+    digest = hashlib.sha256()
+    for level in LEVELS:
+        for kind in EXERCISE_KINDS:
+            for seed in range(20):
+                document = exercise(EVALUATOR, seed, level, kind, reveal=True, generator=generator)
+                drawn = [document["expression"], document["bindings"], document["answers"]]
+                digest.update(json.dumps(drawn, sort_keys=True).encode())
+    assert digest.hexdigest() == DIGESTS[generator]
+
+
+def test_generator_1_draws_no_programs_and_generator_2_does() -> None:
+    def programs(generator: int) -> int:
+        return sum(
+            "\n" in exercise(EVALUATOR, seed, level, generator=generator)["expression"]
+            for seed in range(30)
+            for level in (2, 3)
+        )
+
+    assert programs(1) == 0
+    assert programs(2) > 0
 
 
 def test_the_kinds_of_a_seed_share_its_expression() -> None:
@@ -186,7 +225,8 @@ def test_a_program_exercise_reads_as_one_line_and_asks_for_named_nodes_by_name()
     programs = [
         document
         for seed in range(40)
-        if "\n" in (document := exercise(Evaluator(), seed, 2, "backward-pass"))["expression"]
+        if "\n"
+        in (document := exercise(Evaluator(), seed, 2, "backward-pass", generator=2))["expression"]
     ]
     assert programs, "level 2 makes programs"
     for document in programs:

@@ -52,7 +52,7 @@ def client(app: Flask) -> FlaskClient:
 def scrape(client: FlaskClient) -> Samples:
     response = client.get("/metrics")
     assert response.status_code == 200
-    assert response.mimetype == "text/plain"
+    assert response.headers["Content-Type"] == "text/plain; version=1.0.0; charset=utf-8"
     return samples(response.get_data(as_text=True))
 
 

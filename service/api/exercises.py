@@ -29,12 +29,20 @@ blp = Blueprint(
 def exercises(body: dict[str, Any]) -> Response:
     """Generate an exercise from a seed
 
-    The same `seed`, `level` and `kind` give the same exercise on every replica and in every
-    release of API v1 (`generator` names the rules). The exercise has an expression, friendly
-    bindings (small integers or halves), instructions and questions in the language
-    `Accept-Language` asks for, and the `answer_template` that /v1/check expects. The right
-    `answers` are included only with `reveal: true`.
+    The same `seed`, `level`, `kind` and `generator` give the same exercise on every replica and
+    in every release of API v1 (`generator` names the rules: 1 by default, 2 adds small
+    programs). The exercise has an expression, friendly bindings (small integers or halves),
+    instructions and questions in the language `Accept-Language` asks for, and the
+    `answer_template` that /v1/check expects. The right `answers` are included only with
+    `reveal: true`.
     """
     return localized_response(
-        exercise(evaluator(), body["seed"], body["level"], body["kind"], body["reveal"])
+        exercise(
+            evaluator(),
+            body["seed"],
+            body["level"],
+            body["kind"],
+            body["reveal"],
+            body["generator"],
+        )
     )

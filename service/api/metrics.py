@@ -99,7 +99,8 @@ def metrics() -> Response:
     Requests by route and status, latency histograms, cache hits and misses, refusals by problem
     type and time-budget stops, added up over every worker of this instance.
     """
-    return Response(generate_latest(_registry()), mimetype=CONTENT_TYPE_LATEST)
+    # The full header value, as given: as a `mimetype` Werkzeug would add its own charset again.
+    return Response(generate_latest(_registry()), content_type=CONTENT_TYPE_LATEST)
 
 
 # prometheus_client chose how to keep values when it was imported, just above: read them back the

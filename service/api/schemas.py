@@ -13,7 +13,15 @@ from marshmallow import Schema, ValidationError, fields, post_load, validate, va
 from service.api.config import SETTINGS, Reported
 from service.check import CODES, DEFAULT_TOLERANCE, VERDICTS, Tolerance
 from service.evaluator import DEFAULT_GRANULARITY, FIELDS, GRANULARITIES
-from service.exercises import DEFAULT_KIND, DEFAULT_LEVEL, EXERCISE_KINDS, LEVELS, MAX_SEED
+from service.exercises import (
+    DEFAULT_GENERATOR,
+    DEFAULT_KIND,
+    DEFAULT_LEVEL,
+    EXERCISE_KINDS,
+    GENERATORS,
+    LEVELS,
+    MAX_SEED,
+)
 from service.i18n import Message, _
 from service.kinds import KINDS, type_uri
 from service.limits import DEFAULT_LIMITS, Limits
@@ -894,6 +902,15 @@ class ExerciseRequestSchema(Schema):
         },
     )
     reveal = _strict_boolean("Include the right `answers`.")
+    generator = WholeNumber(
+        load_default=DEFAULT_GENERATOR,
+        validate=validate.OneOf(GENERATORS),
+        metadata={
+            "description": "The exercise rules: 1, the first (the default, so a seed's exercise "
+            "never changes), or 2, which adds small programs (`s = a * b` then `out = s * c + "
+            "s`) to levels 2 and 3. Under each, a seed gives the same exercise for all of API v1."
+        },
+    )
 
 
 class QuestionSchema(Schema):
@@ -907,7 +924,7 @@ class ExerciseSchema(Schema):
     kind = _out(fields.String, "The kind asked for.", validate=validate.OneOf(EXERCISE_KINDS))
     generator = _out(
         fields.Integer,
-        "The version of the exercise rules; a seed gives the same exercise while it is the same.",
+        "The exercise rules asked for; a seed gives the same exercise under the same rules.",
     )
     expression = _out(fields.String, "The expression to show (send it to /v1/check as is).")
     bindings = _out(
