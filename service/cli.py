@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from service.derivatives import Differentiator
-from service.errors import AutogradError
+from service.errors import AutogradError, line_feeds
 from service.evaluator import DEFAULT_GRANULARITY, GRANULARITIES, Evaluator
 from service.kinds import core_problem
 from service.limits import DEFAULT_LIMITS
@@ -165,9 +165,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if position:
             # the line at fault, for a program of several lines
             start, end = position["start"], position["end"]
-            line_start = args.expression.rfind("\n", 0, start) + 1
-            line_end = args.expression.find("\n", start)
-            line = args.expression[line_start : None if line_end < 0 else line_end]
+            text = line_feeds(args.expression)
+            line_start = text.rfind("\n", 0, start) + 1
+            line_end = text.find("\n", start)
+            line = text[line_start : None if line_end < 0 else line_end].rstrip("\r")
             width = min(end, line_start + len(line)) - start
             underline = " " * (start - line_start) + "^" * max(1, width)
             print(f"  {line}\n  {underline}", file=sys.stderr)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from service.i18n import _
@@ -23,8 +24,18 @@ class AutogradError(Exception):
         return {"kind": self.kind, "message": self.message}
 
 
-def _line_column(text: str, position: int) -> tuple[int, int]:
+_LONE_CARRIAGE_RETURN = re.compile(r"\r(?!\n)")
+
+
+def line_feeds(text: str) -> str:
+    """`text` with each lone carriage return (an old Mac line end, which Python reads as a line
+    break) made a line feed: one character for another, so every position stays where it is."""
+    return _LONE_CARRIAGE_RETURN.sub("\n", text) if "\r" in text else text
+
+
+def line_column(text: str, position: int) -> tuple[int, int]:
     """The 1-based line and column of a character position in `text`."""
+    text = line_feeds(text)
     return text.count("\n", 0, position) + 1, position - (text.rfind("\n", 0, position) + 1) + 1
 
 
@@ -38,7 +49,7 @@ class Located:
     def at(self, text: str) -> Any:
         """This error with the line and column of its span in `text` filled in."""
         if self.span is not None:
-            self.line, self.column = _line_column(text, self.span[0])
+            self.line, self.column = line_column(text, self.span[0])
         return self
 
     def position(self) -> dict[str, Any]:

@@ -20,7 +20,14 @@ import unicodedata
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from service.errors import DomainError, ExpressionError, LimitExceeded, Span
+from service.errors import (
+    DomainError,
+    ExpressionError,
+    LimitExceeded,
+    Span,
+    line_column,
+    line_feeds,
+)
 from service.i18n import Message, _
 from service.limits import DEFAULT_LIMITS, Limits
 from service.operations import (
@@ -151,17 +158,11 @@ class ParsedExpression:
         return symbolic.from_tree(self.postorder(), self.root)
 
 
-def line_column(text: str, position: int) -> tuple[int, int]:
-    """The 1-based line and column of a character position."""
-    line_start = text.rfind("\n", 0, position) + 1
-    return text.count("\n", 0, position) + 1, position - line_start + 1
-
-
 class Lines:
     """Line and column of many positions of one text, each in time independent of the text."""
 
     def __init__(self, text: str) -> None:
-        self.newlines = [match.start() for match in re.finditer("\n", text)]
+        self.newlines = [match.start() for match in re.finditer("\n", line_feeds(text))]
 
     def __call__(self, position: int) -> tuple[int, int]:
         before = bisect.bisect_left(self.newlines, position)
@@ -1437,6 +1438,7 @@ def parse(
             "max_expression_length",
             limits.max_expression_length,
         ).at(text)
+    text = line_feeds(text)  # a lone carriage return is a line break, as in Python
     try:
         return _Program(text, limits).parse(output)
     except (ExpressionError, DomainError) as error:

@@ -607,3 +607,14 @@ def test_a_backslash_that_ends_a_line_continues_it(newline: str) -> None:
     assert document["graph"]["nodes"][-1]["span"] == [19, len(program)]
     with pytest.raises(ExpressionError, match="backslashes"):
         evaluator.evaluate("a = Value(2.0)\nb = a \\ 3")
+
+
+@pytest.mark.parametrize("end", ["\n", "\r\n", "\r"])
+def test_every_line_end_python_reads_ends_a_statement(end: str) -> None:
+    program = end.join(["a = Value(1.0)", "u = Value(2.0)  # not used", "", "b = a * 2"])
+    document = evaluator.evaluate(program)
+    assert (document["value"], document["output"]) == (2.0, "b")
+    assert [(w["name"], w["line"], w["column"]) for w in document["warnings"]] == [("u", 2, 1)]
+    with pytest.raises(ExpressionError) as refused:
+        evaluator.evaluate(program + end + "c = b.data")
+    assert (refused.value.line, refused.value.column) == (5, 6)
