@@ -237,3 +237,11 @@ def test_a_program_exercise_reads_as_one_line_and_asks_for_named_nodes_by_name()
             name = question["item"].removeprefix("nodes.")
             if not name.isdigit():
                 assert question["prompt"].startswith(f"What gradient reaches {name} (node ")
+
+
+def test_a_request_asks_for_generator_2(client: FlaskClient) -> None:
+    first = client.post("/v1/exercises", json={"seed": 0, "level": 2}).get_json()
+    second = client.post("/v1/exercises", json={"seed": 0, "level": 2, "generator": 2}).get_json()
+    assert (first["generator"], second["generator"]) == (1, 2)
+    assert second["expression"] == "s = x - y\nout = s * z + s"
+    assert "\n" not in first["expression"]

@@ -1088,6 +1088,12 @@ CHECK_PROBLEMS = [
     pytest.param(exercise_request({"seed": "__import__('os')"}), id="exercise-seed-string"),
     pytest.param(exercise_request({"seed": 1, "level": 10**6}), id="exercise-level-huge"),
     pytest.param(exercise_request({"seed": 1, "kind": "__class__"}), id="exercise-kind-dunder"),
+    pytest.param(exercise_request({"seed": 1, "generator": 3}), id="exercise-generator-3"),
+    pytest.param(exercise_request({"seed": 1, "generator": 0}), id="exercise-generator-0"),
+    pytest.param(exercise_request({"seed": 1, "generator": "2"}), id="exercise-generator-string"),
+    pytest.param(exercise_request({"seed": 1, "generator": True}), id="exercise-generator-true"),
+    pytest.param(exercise_request({"seed": 1, "generator": 1.5}), id="exercise-generator-half"),
+    pytest.param(exercise_request({"seed": 1, "generator": 2**64}), id="exercise-generator-huge"),
     pytest.param(exercise_request([1]), id="exercise-array"),
 ]  # fmt: skip
 
