@@ -878,6 +878,13 @@ SWEEP = [
                           "validation-error"), id="plot-output-not-a-name"),
     pytest.param(plot_url("expression=x&vary=x:0:1:3&output=__class__", "unknown-output"),
                  id="plot-output-dunder"),
+    # A parameter of one value given twice has no single meaning, as a key twice in a body.
+    pytest.param(plot_url("expression=x&vary=x:0:1:3&format=json&format=svg",
+                          "validation-error"), id="plot-format-twice"),
+    pytest.param(plot_url("expression=x&expression=exp(x)&vary=x:0:1:3", "validation-error"),
+                 id="plot-expression-twice"),
+    pytest.param(plot_url("expression=x&vary=x:0:1:3&output=x&output=y", "validation-error"),
+                 id="plot-output-twice"),
 ]  # fmt: skip
 
 

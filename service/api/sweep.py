@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 from apispec import APISpec
 from flask import Response, request
-from marshmallow import RAISE, Schema, ValidationError, fields, post_load, validate
+from marshmallow import RAISE, Schema, ValidationError, fields, post_load, pre_load, validate
 
 from service import sweep as sweeps
 from service.api import evaluator, json_response, language
@@ -166,6 +166,21 @@ class PlotQuerySchema(Schema):
         metadata={"description": "The plot's image format, or `json` for the sweep itself."},
     )  # fmt: skip
 
+    @pre_load
+    def once_each(self, query: Any, **kwargs: Any) -> Any:
+        """A parameter of one value given twice (`format=json&format=svg`) has no single
+        meaning, as a key given twice in a JSON body has none: refused, not read as its first."""
+        getlist = getattr(query, "getlist", None)  # the query string's MultiDict, via webargs
+        if getlist is not None:
+            repeated = {
+                name: [_("given more than once; give it once")]
+                for name, field in self.fields.items()
+                if not isinstance(field, fields.List) and len(getlist(name)) > 1
+            }
+            if repeated:
+                raise ValidationError(repeated)
+        return query
+
     @post_load
     def as_body(self, query: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         """The POST body the query stands for, validated by the same schema."""
@@ -196,7 +211,7 @@ def plot(body: dict[str, Any]) -> Response:
     `/v1/sweep?expression=x*tanh(x)&vary=x:-3:3:200&format=svg`; a grid repeats `vary`,
     `bind=a:2` binds a variable that is not varied (repeat it for more) and `output=y` names a
     program's output, as the body's `output` does. A binding of a varied variable is marked on the
-    plot. `format=json` answers with the sweep's JSON document instead. Any other parameter is
-    refused as a validation error.
+    plot. `format=json` answers with the sweep's JSON document instead. Any other parameter, and
+    a parameter of one value given twice, is refused as a validation error.
     """
     return respond(run(body), body, None if body["format"] == "json" else body["format"])
