@@ -457,7 +457,8 @@ def check(
     variables = list(document["gradients"])
     # An input the output does not use has a gradient (0) but no node: UNUSED stands for it.
     variable_node = {node["label"]: node["id"] for node in nodes if node["kind"] == "variable"}
-    named = evaluator.compile(expression, output=output).named
+    compiled = evaluator.compile(expression, output=output)  # what evaluate compiled, if cached
+    named = compiled.named
     node_key = {str(node["id"]): node["id"] for node in nodes} | named
     node_label = _node_labels(nodes, named)
     _refuse_unknown(answers, variables, node_key)
@@ -483,7 +484,9 @@ def check(
         given = answers["derivatives"]
         warm_up()
         with time_budget(symbolic_seconds, CHECK_KIND):
-            symbolic = _Symbolic(evaluator, expression, output, variable_node, tolerance, document)
+            symbolic = _Symbolic(
+                evaluator, expression, compiled.parsed, output, variable_node, tolerance, document
+            )
             for name in variables:
                 item = _Item(f"derivatives.{name}", None, given.get(name))
                 symbolic.judge(item, name, reveal)
@@ -616,6 +619,7 @@ class _Symbolic:
         self,
         evaluator: Evaluator,
         expression: str,
+        parsed: ParsedExpression,
         output: str | None,
         variable_node: dict[str, int],
         tolerance: Tolerance,
@@ -624,7 +628,7 @@ class _Symbolic:
         self.evaluator = evaluator
         self.expression = expression
         self.output = output
-        self.parsed = evaluator.compile(expression, output=output).parsed
+        self.parsed = parsed
         self.variable_node = variable_node
         self.tolerance = tolerance
         self.points: list[tuple[dict[str, float], dict[str, Any], Mistakes]] | None = None

@@ -16,6 +16,7 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
+from functools import cached_property
 from typing import Any
 
 import orjson
@@ -135,11 +136,14 @@ class Compiled:
             for source, result in results.items()
             if isinstance(result, Value)
         }
-        # The graph node each name refers to once the program has run, for names whose node the
-        # output uses: a reassigned name leaves several nodes carrying it, and means the last.
-        self.named = {
-            name: self.node_of[node] for name, node in parsed.bound.items() if node in self.node_of
-        }
+
+    @cached_property
+    def named(self) -> dict[str, int]:
+        """The graph node each name refers to once the program has run, for names whose node
+        the output uses: a reassigned name leaves several nodes carrying it, and means the last.
+        Only /v1/check asks, so a compile does not work it out."""
+        node_of = self.node_of
+        return {name: node_of[node] for name, node in self.parsed.bound.items() if node in node_of}
 
     def skeleton(self, expression: str, selection: tuple[str, ...], locale: str) -> _Skeleton:
         """The document's bytes around its numbers for this selection, made on first use.
