@@ -154,26 +154,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "sweep":
             return run_sweep(args)
         document = _run(args)
+        for warning in document["warnings"]:  # for people; the document carries them too
+            _tell("warning", warning["kind"], warning["message"], args.expression, warning["span"])
         if args.command == "eval" and args.format != "json":
             return write(draw(document, args.format, DEFAULT_LIMITS.max_drawn_nodes), None)
     except AutogradError as error:
         # The problem as JSON for scripts, and for people the text with the fault underlined.
         problem = core_problem(error)
         status = _print(json.dumps(problem, indent=indent))
-        print(f"error ({error.kind}): {error.message}", file=sys.stderr)
         position = problem.get("position")
-        if position:
-            # the line at fault, for a program of several lines
-            start, end = position["start"], position["end"]
-            text = line_feeds(args.expression)
-            line_start = text.rfind("\n", 0, start) + 1
-            line_end = text.find("\n", start)
-            line = text[line_start : None if line_end < 0 else line_end].rstrip("\r")
-            width = min(end, line_start + len(line)) - start
-            underline = " " * (start - line_start) + "^" * max(1, width)
-            print(f"  {line}\n  {underline}", file=sys.stderr)
+        span = (position["start"], position["end"]) if position else None
+        _tell("error", error.kind, error.message, args.expression, span)
         return status or 2
     return _print(json.dumps(document, indent=indent, allow_nan=False))
+
+
+def _tell(what: str, kind: str, message: str, source: str, span: Sequence[int] | None) -> None:
+    """On standard error: what and where, with the line of the program at `span` underlined."""
+    print(f"{what} ({kind}): {message}", file=sys.stderr)
+    if span is None:
+        return
+    start, end = span
+    text = line_feeds(source)
+    line_start = text.rfind("\n", 0, start) + 1
+    line_end = text.find("\n", start)
+    line = text[line_start : None if line_end < 0 else line_end].rstrip("\r")
+    width = min(end, line_start + len(line)) - start
+    underline = " " * (start - line_start) + "^" * max(1, width)
+    print(f"  {line}\n  {underline}", file=sys.stderr)
 
 
 def _print(text: str) -> int:

@@ -25,7 +25,7 @@ from service.errors import (
     LimitExceeded,
 )
 from service.evaluator import DEFAULT_GRANULARITY, Compiled, Evaluator
-from service.i18n import _
+from service.i18n import DEFAULT_LOCALE, _
 from service.parser import ParsedExpression
 
 if TYPE_CHECKING:
@@ -97,16 +97,20 @@ class Differentiator:
         variables: Sequence[str] | None = None,
         h: float | None = None,
         output: str | None = None,
+        locale: str = DEFAULT_LOCALE,
     ) -> dict[str, Any]:
         """Value, LaTeX, and each derivative three ways, with what each way cost. For a
-        program, `output` names the value differentiated (see `service.parser.parse`)."""
+        program, `output` names the value differentiated (see `service.parser.parse`); the
+        warnings about assignments it does not use are in `locale`."""
         compiled = self.evaluator.compile(expression, DEFAULT_GRANULARITY, output)
         parsed = compiled.parsed
         # Binding errors before any expensive work; the point is every input's value.
         point = {name: value.data for name, value in self.evaluator.bind(parsed, bindings).items()}
         chosen = _chosen(parsed, variables)
         self.check_size(parsed, expression)
-        document = self.evaluator.evaluate(expression, bindings, DEFAULT_GRANULARITY, output)
+        document = self.evaluator.evaluate(
+            expression, bindings, DEFAULT_GRANULARITY, output, locale
+        )
         symbolic = self.symbolic(parsed, chosen, point)
         scale = _rounding_scale(document)
         derivatives, agree = [], True
@@ -148,6 +152,7 @@ class Differentiator:
                 },
             },
             "agree": agree,
+            "warnings": document["warnings"],
         }
 
     def check_size(self, parsed: ParsedExpression, expression: str) -> None:

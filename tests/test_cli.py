@@ -186,3 +186,21 @@ def test_derivatives_of_a_program_from_a_file(
     assert document["latex"] == r"\tanh{\left(w x \right)}"
     assert [item["variable"] for item in document["derivatives"]] == ["w", "x"]
     assert document["agree"] is True
+
+
+@pytest.mark.parametrize("command", [["eval"], ["eval", "--format", "mermaid"], ["derivatives"]])
+def test_an_unused_assignment_is_a_warning_on_standard_error(
+    command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    program = tmp_path / "program.py"
+    program.write_text("x = Value(2.0)\nu = x * 3  # not used\ny = x * x\n")
+    status = main([*command, "-f", str(program)])
+    out, err = capsys.readouterr()
+    assert status == 0 and out
+    assert err == (
+        "warning (unused): u is assigned on line 2, but the output does not depend on it\n"
+        "  u = x * 3  # not used\n"
+        "  ^^^^^^^^^\n"
+    )
+    if command[-1] != "mermaid":
+        assert [w["name"] for w in json.loads(out)["warnings"]] == ["u"]

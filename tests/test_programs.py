@@ -560,8 +560,9 @@ def test_a_program_refusal_over_http_gives_line_and_column(client) -> None:
         ("/v1/gradients", {"fields": "value,warnings"}),
         ("/v1/gradients", {"granularity": "primitive"}),
         ("/v1/graph", {}),
+        ("/v1/derivatives", {}),
     ],
-    ids=["gradients", "selected", "primitive", "graph"],
+    ids=["gradients", "selected", "primitive", "graph", "derivatives"],
 )
 def test_warnings_speak_the_requests_language(
     client, request_: tuple[str, dict], language: str, says: str

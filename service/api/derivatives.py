@@ -7,7 +7,7 @@ from typing import Any, cast
 from flask import Flask, Response, current_app
 from flask.blueprints import BlueprintSetupState
 
-from service.api import evaluator, json_response
+from service.api import evaluator, json_response, language
 from service.api.config import symbolic_limits
 from service.api.examples import DERIVATIVES_DOCUMENT, DERIVATIVES_REQUEST
 from service.api.problems import documents_problems
@@ -51,6 +51,7 @@ def derivatives(body: dict[str, Any]) -> Response:
     whether reverse mode matched the exact value everywhere. Symbolic work is bounded: an
     expression with more operators than the configured limit (100 by default) is a 422
     `symbolic-too-large` problem, and symbolic work that outlasts its time budget (2 s by
-    default) a 422 `symbolic-too-expensive` one.
+    default) a 422 `symbolic-too-expensive` one. `warnings` names a program's assignments
+    the output does not depend on, as on /v1/gradients.
     """
-    return json_response(differentiator().differentiate(**body))
+    return json_response(differentiator().differentiate(**body, locale=language.current()))

@@ -145,6 +145,7 @@ DERIVATIVES_DOCUMENT: dict[str, Any] = {
         "symbolic": {"expression_operations": 2, "derivative_operations": 1},
     },
     "agree": True,
+    "warnings": [],
 }
 
 

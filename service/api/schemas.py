@@ -752,6 +752,7 @@ class DerivativesSchema(Schema):
         "relative, or 1e-12 of the largest number the graph handled (rounding where terms "
         "cancel).",
     )
+    warnings = _warnings()
 
 
 # -- checking answers (POST /v1/check) and exercises (POST /v1/exercises) --------------------

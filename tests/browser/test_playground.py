@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from urllib.parse import urlencode
 
 import pytest
 import requests
@@ -367,3 +368,26 @@ def test_the_shipping_cost_preset_shows_the_lessons_program(visit: Visit) -> Non
         "base_fee": "1",
         "discount": "1",
     }
+
+
+def test_an_assignment_the_output_does_not_use_is_marked_as_a_warning(visit: Visit) -> None:
+    program = "x = Value(2.0)\nu = x * 3\ny = x * x"
+    visit.open("?" + urlencode({"expression": program}))
+    mark = visit.page.locator(".editor-mirror mark.unused")
+    mark.wait_for(timeout=5_000)
+    assert mark.text_content() == "u = x * 3"
+    message = visit.page.locator("#expression-message")
+    assert message.text_content() == "u is assigned on line 2, but the output does not depend on it"
+    assert "warning" in (message.get_attribute("class") or "")
+    editor = visit.page.locator("#expression")
+    assert editor.get_attribute("aria-invalid") is None  # a warning, not a problem
+    assert visit.page.locator("#result").text_content() == "y = 4"
+    visit.screenshot("playground-warning.png")
+    visit.page.locator("[data-lang=ru]").click()
+    visit.until(
+        "document.querySelector('#expression-message').textContent === "
+        "'u присваивается в строке 2, но выход от него не зависит'"
+    )
+    editor.fill("x = Value(2.0)\ny = x * x")
+    mark.wait_for(state="detached", timeout=5_000)
+    visit.until("document.querySelector('#expression-message').textContent === ''")

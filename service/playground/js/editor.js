@@ -52,20 +52,49 @@ export class Editor {
 
   // Underline `position` ({start, end} in code points) and say what is wrong there.
   showProblem(text, position) {
-    this.message.textContent = text;
-    this.message.classList.remove("outdated");
-    this.message.classList.add("error");
+    this.say(text, "error");
     this.textarea.setAttribute("aria-invalid", "true");
+    this.mark(position ? [[position.start, position.end]] : [], "problem");
+  }
+
+  // A program's assignments the output does not use: each marked lightly, with its sentence.
+  // The text stays valid; no warnings clears what an earlier answer marked.
+  showWarnings(warnings) {
+    if (!warnings.length) {
+      this.clearProblem();
+      return;
+    }
+    this.textarea.removeAttribute("aria-invalid");
+    this.say(warnings.map((warning) => warning.message).join("\n"), "warning");
+    this.mark(
+      warnings.map((warning) => warning.span),
+      "unused",
+    );
+  }
+
+  say(text, kind) {
+    this.message.textContent = text;
+    this.message.classList.remove("outdated", "error", "warning");
+    this.message.classList.add(kind);
+  }
+
+  // Lay the text in the mirror with each [start, end) of `spans` (code points, in order, apart)
+  // in a mark of `className`; an empty span (the end of the text) is one character wide.
+  mark(spans, className) {
     this.mirror.replaceChildren();
-    if (!position) return;
+    if (!spans.length) return;
     const source = this.textarea.value;
-    const start = toUtf16(source, position.start);
-    // An empty span (the end of the text) still gets a visible mark one character wide.
-    const end = Math.max(toUtf16(source, position.end), start);
-    const mark = document.createElement("mark");
-    mark.className = start === end ? "problem empty" : "problem";
-    mark.textContent = start === end ? " " : source.slice(start, end);
-    this.mirror.append(source.slice(0, start), mark, source.slice(end), "\n");
+    let shown = 0;
+    for (const [from, to] of spans) {
+      const start = toUtf16(source, from);
+      const end = Math.max(toUtf16(source, to), start);
+      const mark = document.createElement("mark");
+      mark.className = start === end ? `${className} empty` : className;
+      mark.textContent = start === end ? " " : source.slice(start, end);
+      this.mirror.append(source.slice(shown, start), mark);
+      shown = end;
+    }
+    this.mirror.append(source.slice(shown), "\n");
   }
 
   clearMark() {
@@ -76,6 +105,6 @@ export class Editor {
   clearProblem() {
     this.clearMark();
     this.message.textContent = "";
-    this.message.classList.remove("error", "outdated");
+    this.message.classList.remove("error", "warning", "outdated");
   }
 }

@@ -163,7 +163,7 @@ async function evaluate() {
       showProblem(reply.problem);
       continue;
     }
-    editor.clearProblem();
+    editor.showWarnings(reply.data.warnings ?? []);
     evaluation = reply.data;
     const adopted = evaluation.graph.nodes.filter(
       (n) => n.kind === "variable" && variables.includes(n.name ?? n.label) && !bound(n.name ?? n.label),
