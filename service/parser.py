@@ -17,6 +17,7 @@ import keyword
 import math
 import re
 import unicodedata
+from collections.abc import Iterator
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -442,7 +443,9 @@ class _Program:
         self.bound_by: dict[str, int] = {}  # the assignment each bound name comes from
         self.reading: list[int] = []  # the assignments the expression being read reads
         self.statements = 0
-        self.node_count = 0  # over every statement: bounds the work whatever the output is
+        # Graph nodes over every statement. Only the output's graph is held to the node limit;
+        # the text's length bounds the parser's own work.
+        self.node_count = 0
         self.made = 0  # tree nodes made: when the output's tree has them all, none is unused
         self.last: Node | None = None
         self.last_name: str | None = None
@@ -697,22 +700,26 @@ class _Program:
         if all(constants):
             return Node("constant", span, value=self.fold(node))
         self.node_count += _NODES[op, constants]
-        if self.node_count > self.limits.max_nodes:
-            self.check_nodes(span)
         return node
 
-    def check_nodes(self, span: Span, count: int | None = None) -> None:
-        if (self.node_count if count is None else count) > self.limits.max_nodes:
-            raise LimitExceeded(
-                "too_many_nodes",
-                _(
-                    "the expression would build more than {maximum} graph nodes",
-                    maximum=self.limits.max_nodes,
-                ),
-                span,
-                "max_nodes",
-                self.limits.max_nodes,
-            )
+    def check_nodes(self, order: list[Node], count: int) -> None:
+        """Refuse an output whose graph of `count` nodes passes the node limit, pointing at the
+        operation where it does, in the order the graph is built."""
+        maximum = self.limits.max_nodes
+        if count <= maximum:
+            return
+        # At an operation, not an input: the part written so far is what is too large.
+        crossing = next(
+            (n for n, built in _graph_sizes(order) if built > maximum and n.kind == "operation"),
+            order[-1],
+        )
+        raise LimitExceeded(
+            "too_many_nodes",
+            _("the expression would build more than {maximum} graph nodes", maximum=maximum),
+            crossing.span,
+            "max_nodes",
+            maximum,
+        )
 
     def fold(self, node: Node) -> float:
         """A constant subexpression's value, computed once as Python would, within bounds."""
@@ -763,7 +770,7 @@ class _Program:
             return bound
         if name not in self.read_as_input:
             self.read_as_input[name] = token.span
-            self.node_count += 1  # checked with the next operation: every input is an operand
+            self.node_count += 1
         self.made += 1
         return Node("variable", token.span, name=name)
 
@@ -828,9 +835,12 @@ class _Program:
         """The parsed program whose output is `root`, which reads the assignments `reads`."""
         if self.statements == 1 and not self.assignments and name is None:
             # A plain expression: its inputs and nodes are all the parser counted.
-            return ParsedExpression(
+            parsed = ParsedExpression(
                 self.text, root, tuple(self.read_as_input), max(self.node_count, 1)
             )
+            if self.node_count > self.limits.max_nodes:
+                self.check_nodes(parsed.postorder(), self.node_count)
+            return parsed
         order = postorder(root)
         variables = dict.fromkeys(node.name for node in order if node.kind == "variable")
         bound = self.bound
@@ -839,16 +849,12 @@ class _Program:
             # all the parser counted.
             count = self.node_count
         else:
-            count = len(variables) + sum(
-                _NODES[node.op, tuple([a.kind == "constant" for a in node.args])]
-                for node in order
-                if node.kind == "operation"
-            )
+            *_, (_node, count) = _graph_sizes(order)
             # A compiled program is cached with its tree: names of statements the output does
             # not use must not keep those statements' nodes alive.
             reachable = {id(node) for node in order}
             bound = {name: node for name, node in bound.items() if id(node) in reachable}
-        self.check_nodes(root.span, count)
+        self.check_nodes(order, count)
         if root.kind == "constant" and variables:  # pragma: no cover - folding invariant
             raise AssertionError("a constant output has no inputs")
         parsed = ParsedExpression(
@@ -883,6 +889,21 @@ class _Program:
             for index, (name, _node, span, _reads) in enumerate(self.assignments)
             if index not in used
         )
+
+
+def _graph_sizes(order: list[Node]) -> Iterator[tuple[Node, int]]:
+    """Each node of a tree in postorder, with the nodes of the primitive graph built so far:
+    an input once however often it is read, an operation as many as micrograd makes for it."""
+    inputs: set[str] = set()
+    built = 0
+    for node in order:
+        if node.kind == "variable":
+            if node.name not in inputs:
+                inputs.add(node.name)
+                built += 1
+        elif node.kind == "operation":
+            built += _NODES[node.op, tuple([arg.kind == "constant" for arg in node.args])]
+        yield node, built
 
 
 # -- the expression parser ------------------------------------------------------------------

@@ -445,6 +445,19 @@ def test_the_node_limit_applies_to_the_whole_graph() -> None:
     assert parse(program).node_count == 41
 
 
+def test_the_node_limit_counts_only_the_outputs_graph() -> None:
+    # A statement the output does not depend on adds no nodes, however large it is.
+    large = " + ".join(["a * b"] * 20)
+    program = f"u = {large}\ny = a * b"
+    parsed = parse(program, Limits(max_nodes=10))
+    assert (parsed.node_count, [name for name, _ in parsed.unused]) == (3, ["u"])
+    with pytest.raises(LimitExceeded) as raised:
+        parse(program, Limits(max_nodes=10), output="u")
+    # Pointed at where the output's graph passes the limit: the inputs and a product are 3 nodes,
+    # each further term 2 more (its product and the sum), so the fifth term's sum makes 11.
+    assert raised.value.span == (4, 4 + len(" + ".join(["a * b"] * 5)))
+
+
 # -- the command line -----------------------------------------------------------------------------
 
 
