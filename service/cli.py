@@ -154,8 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "sweep":
             return run_sweep(args)
         document = _run(args)
-        for warning in document["warnings"]:  # for people; the document carries them too
-            _tell("warning", warning["kind"], warning["message"], args.expression, warning["span"])
+        _tell_warnings(document, args.expression)
         if args.command == "eval" and args.format != "json":
             return write(draw(document, args.format, DEFAULT_LIMITS.max_drawn_nodes), None)
     except AutogradError as error:
@@ -169,6 +168,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     return _print(json.dumps(document, indent=indent, allow_nan=False))
 
 
+def _tell_warnings(document: dict[str, Any], source: str) -> None:
+    for warning in document["warnings"]:  # for people; the document carries them too
+        _tell("warning", warning["kind"], warning["message"], source, warning["span"])
+
+
 def _tell(what: str, kind: str, message: str, source: str, span: Sequence[int] | None) -> None:
     """On standard error: what and where, with the line of the program at `span` underlined."""
     print(f"{what} ({kind}): {message}", file=sys.stderr)
@@ -180,7 +184,9 @@ def _tell(what: str, kind: str, message: str, source: str, span: Sequence[int] |
     line_end = text.find("\n", start)
     line = text[line_start : None if line_end < 0 else line_end].rstrip("\r")
     width = min(end, line_start + len(line)) - start
-    underline = " " * (start - line_start) + "^" * max(1, width)
+    # A tab before the fault stays a tab, so the marks line up however wide the terminal's tabs are.
+    indent = "".join(char if char == "\t" else " " for char in line[: start - line_start])
+    underline = indent + "^" * max(1, width)
     print(f"  {line}\n  {underline}", file=sys.stderr)
 
 
@@ -238,6 +244,7 @@ def run_sweep(args: argparse.Namespace) -> int:
     evaluator = Evaluator()
     bindings = dict(args.bindings)
     document = sweep(evaluator, args.expression, bindings, args.vary, args.point, args.output)
+    _tell_warnings(document, args.expression)
     if args.format == "json":
         if args.indent:
             text = json.dumps(json.loads(to_json(document)), indent=args.indent)

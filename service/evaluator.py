@@ -23,7 +23,7 @@ import orjson
 
 from service.engine import Value, format_number
 from service.errors import BindingError, DomainError
-from service.i18n import DEFAULT_LOCALE, _, _n
+from service.i18n import DEFAULT_LOCALE, _, _n, localized
 from service.limits import DEFAULT_LIMITS, Limits
 from service.operations import BY_NAME, apply, shape
 from service.parser import Lines, Node, ParsedExpression, parse
@@ -450,7 +450,7 @@ class Evaluator:
             "output": parsed.output,
             "graph": {"root": compiled.root, "nodes": nodes},
             "forward": list(range(len(nodes))),
-            "warnings": _warnings(parsed, locale),
+            "warnings": localized(unused_warnings(parsed), locale),
         }
 
     def evaluate(
@@ -566,8 +566,9 @@ def unknown_bindings(unknown: list[str], assigned: frozenset[str]) -> BindingErr
     return BindingError("unknown_variables", message, unknown)
 
 
-def _warnings(parsed: ParsedExpression, locale: str) -> list[dict[str, Any]]:
-    """A warning for each assignment the output does not depend on, in `locale`."""
+def unused_warnings(parsed: ParsedExpression) -> list[dict[str, Any]]:
+    """A warning for each assignment the output does not depend on; its message a `Message`,
+    rendered in a request's language by `service.i18n.localized`."""
     warnings: list[dict[str, Any]] = []
     if not parsed.unused:
         return warnings
@@ -582,7 +583,7 @@ def _warnings(parsed: ParsedExpression, locale: str) -> list[dict[str, Any]]:
                     "{name} is assigned on line {line}, but the output does not depend on it",
                     name=name,
                     line=line,
-                ).translate(locale),
+                ),
                 "span": list(span),
                 "line": line,
                 "column": column,
@@ -654,7 +655,7 @@ def _document(
         "graph": {"root": compiled.root, "nodes": nodes},
         "forward": list(range(len(nodes))),
         "backward": _schedule(compiled.children, evaluation),
-        "warnings": _warnings(parsed, locale),
+        "warnings": localized(unused_warnings(parsed), locale),
     }
 
 
@@ -760,7 +761,7 @@ class _Skeleton:
                 }
                 for i in range(len(templates) - 1, -1, -1)
             ],
-            "warnings": _warnings(compiled.parsed, locale),
+            "warnings": localized(unused_warnings(compiled.parsed), locale),
         }
         document = {key: full[key] for key in selection if key in full}
         columns = [name.split(".", 1)[1] for name in selection if name.startswith("nodes.")]

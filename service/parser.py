@@ -704,13 +704,16 @@ class _Program:
 
     def check_nodes(self, order: list[Node], count: int) -> None:
         """Refuse an output whose graph of `count` nodes passes the node limit, pointing at the
-        operation where it does, in the order the graph is built."""
+        operation where it does, reading the program from the top."""
         maximum = self.limits.max_nodes
         if count <= maximum:
             return
+        # The order written: each node ends where its last operand ends or later, and encloses
+        # the operands written inside it; a node an earlier statement made comes with that one.
+        written = sorted(order, key=lambda node: (node.span[1], -node.span[0]))
         # At an operation, not an input: the part written so far is what is too large.
         crossing = next(
-            (n for n, built in _graph_sizes(order) if built > maximum and n.kind == "operation"),
+            (n for n, built in _graph_sizes(written) if built > maximum and n.kind == "operation"),
             order[-1],
         )
         raise LimitExceeded(

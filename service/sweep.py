@@ -19,9 +19,17 @@ from typing import Any
 import numpy as np
 import orjson
 
+from service import i18n
 from service.engine import Value, format_number
 from service.errors import BindingError, RequestTooLarge
-from service.evaluator import Compiled, Evaluator, too_many_bindings, unbound, unknown_bindings
+from service.evaluator import (
+    Compiled,
+    Evaluator,
+    too_many_bindings,
+    unbound,
+    unknown_bindings,
+    unused_warnings,
+)
 from service.i18n import DEFAULT_LOCALE, Message, _, translate
 from service.limits import Limits
 from service.parser import Lines, ParsedExpression
@@ -113,6 +121,7 @@ def sweep(
             name: result.gradients.get(name, unused).reshape(shape) for name in parsed.inputs
         },
         "errors": _errors(result.failures, shape, compiled),
+        "warnings": unused_warnings(parsed),
     }
 
 
@@ -148,8 +157,9 @@ def caption(evaluator: Evaluator, expression: str, output: str | None = None) ->
 
 
 def localized(document: dict[str, Any], locale: str) -> dict[str, Any]:
-    """The sweep `document` with its errors' messages in `locale`; its arrays as they are."""
-    if not document["errors"] or locale == DEFAULT_LOCALE:
+    """The sweep `document` with its errors' and warnings' messages in `locale`; its arrays as
+    they are."""
+    if locale == DEFAULT_LOCALE or not (document["errors"] or document["warnings"]):
         return document
     # Many points fail for the same reason: each distinct sentence is translated once.
     translated: dict[Message, str] = {}
@@ -159,7 +169,7 @@ def localized(document: dict[str, Any], locale: str) -> dict[str, Any]:
         if message not in translated:
             translated[message] = translate(message, locale)
         errors.append({**error, "message": translated[message]})
-    return {**document, "errors": errors}
+    return {**document, "errors": errors, "warnings": i18n.localized(document["warnings"], locale)}
 
 
 def _check_names(parsed: ParsedExpression, bindings: Mapping[str, Any], max_bindings: int) -> None:

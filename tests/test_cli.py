@@ -188,7 +188,16 @@ def test_derivatives_of_a_program_from_a_file(
     assert document["agree"] is True
 
 
-@pytest.mark.parametrize("command", [["eval"], ["eval", "--format", "mermaid"], ["derivatives"]])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["eval"],
+        ["eval", "--format", "mermaid"],
+        ["derivatives"],
+        ["sweep", "--vary", "x:-1:1:3"],
+        ["sweep", "--vary", "x:-1:1:3", "--format", "svg"],
+    ],
+)
 def test_an_unused_assignment_is_a_warning_on_standard_error(
     command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -202,5 +211,14 @@ def test_an_unused_assignment_is_a_warning_on_standard_error(
         "  u = x * 3  # not used\n"
         "  ^^^^^^^^^\n"
     )
-    if command[-1] != "mermaid":
+    if command[-1] not in ("mermaid", "svg"):
         assert [w["name"] for w in json.loads(out)["warnings"]] == ["u"]
+
+
+def test_the_underline_keeps_the_tabs_before_the_fault(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    program = tmp_path / "program.py"
+    program.write_text("a = Value(2.0)\n\tb = a +* 3\n")
+    assert main(["eval", "-f", str(program)]) == 2
+    assert capsys.readouterr().err.splitlines()[1:] == ["  \tb = a +* 3", "  \t       ^"]

@@ -458,6 +458,13 @@ def test_the_node_limit_counts_only_the_outputs_graph() -> None:
     assert raised.value.span == (4, 4 + len(" + ".join(["a * b"] * 5)))
 
 
+def test_the_node_limit_is_passed_where_the_program_read_from_the_top_passes_it() -> None:
+    # The output reads b first, but a's statement comes first: the limit is passed at z * w.
+    with pytest.raises(LimitExceeded) as raised:
+        parse("a = x * y\nb = z * w\nout = b + a", Limits(max_nodes=5))
+    assert (raised.value.span, raised.value.line) == ((14, 19), 2)
+
+
 # -- the command line -----------------------------------------------------------------------------
 
 
@@ -574,8 +581,9 @@ def test_a_program_refusal_over_http_gives_line_and_column(client) -> None:
         ("/v1/gradients", {"granularity": "primitive"}),
         ("/v1/graph", {}),
         ("/v1/derivatives", {}),
+        ("/v1/sweep", {"vary": [{"name": "a", "from": 0, "to": 1, "points": 2}]}),
     ],
-    ids=["gradients", "selected", "primitive", "graph", "derivatives"],
+    ids=["gradients", "selected", "primitive", "graph", "derivatives", "sweep"],
 )
 def test_warnings_speak_the_requests_language(
     client, request_: tuple[str, dict], language: str, says: str

@@ -608,6 +608,7 @@ class SweepSchema(Schema):
         "One entry per point outside the domain, in point order.",
         fields.Nested(SweepErrorSchema),
     )
+    warnings = _warnings()
 
 
 # -- POST /v1/derivatives -----------------------------------------------------------------------

@@ -388,6 +388,16 @@ def test_an_assignment_the_output_does_not_use_is_marked_as_a_warning(visit: Vis
         "document.querySelector('#expression-message').textContent === "
         "'u присваивается в строке 2, но выход от него не зависит'"
     )
+    # The names of a tuple assignment share its span: it is marked once, and the text under the
+    # editor stays the editor's text.
+    editor.fill("a, b = x, 2; c = x * 3\ny = x * x")
+    visit.until("document.querySelectorAll('.editor-mirror mark.unused').length === 2")
+    marks = visit.page.eval_on_selector_all(
+        ".editor-mirror mark", "ms => ms.map(m => m.textContent)"
+    )
+    assert marks == ["a, b = x, 2", "c = x * 3"]
+    mirror = visit.page.locator(".editor-mirror").text_content()
+    assert mirror == editor.input_value() + "\n"
     editor.fill("x = Value(2.0)\ny = x * x")
     mark.wait_for(state="detached", timeout=5_000)
     visit.until("document.querySelector('#expression-message').textContent === ''")

@@ -66,10 +66,7 @@ export class Editor {
     }
     this.textarea.removeAttribute("aria-invalid");
     this.say(warnings.map((warning) => warning.message).join("\n"), "warning");
-    this.mark(
-      warnings.map((warning) => warning.span),
-      "unused",
-    );
+    this.mark(warnings.map((warning) => warning.span), "unused");
   }
 
   say(text, kind) {
@@ -78,16 +75,18 @@ export class Editor {
     this.message.classList.add(kind);
   }
 
-  // Lay the text in the mirror with each [start, end) of `spans` (code points, in order, apart)
-  // in a mark of `className`; an empty span (the end of the text) is one character wide.
+  // Lay the text in the mirror with each [start, end) of `spans` (code points) in a mark of
+  // `className`; an empty span (the end of the text) is one character wide. A span that starts
+  // inside one already marked is left out: the names of one tuple assignment share its span.
   mark(spans, className) {
     this.mirror.replaceChildren();
     if (!spans.length) return;
     const source = this.textarea.value;
     let shown = 0;
-    for (const [from, to] of spans) {
+    for (const [from, to] of [...spans].sort((a, b) => a[0] - b[0])) {
       const start = toUtf16(source, from);
       const end = Math.max(toUtf16(source, to), start);
+      if (start < shown) continue;
       const mark = document.createElement("mark");
       mark.className = start === end ? `${className} empty` : className;
       mark.textContent = start === end ? " " : source.slice(start, end);
