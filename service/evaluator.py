@@ -496,18 +496,15 @@ class Evaluator:
             raise too_many_bindings(len(bindings), self.limits.max_bindings)
         defaults = parsed.defaults
         missing = [n for n in parsed.variables if n not in bindings and n not in defaults]
-        known = parsed.reads
-        unknown = sorted(n for n in bindings if n not in known and n not in defaults)
+        unknown = sorted(n for n in bindings if n not in parsed.reads)
         if missing:
             raise unbound(missing, unknown)
         if unknown:
             raise unknown_bindings(unknown, parsed.assigned)
         env = {}
-        # The inputs, and any other name the program reads (in a statement the output does not
-        # depend on), so every binding is checked.
-        others = [n for n in bindings if n not in defaults and n not in parsed.variable_set]
-        for name in (*parsed.inputs, *others):
-            value = bindings[name] if name in bindings else defaults[name]
+        for name in parsed.inputs:
+            # An input the output does not use needs no value: unbound, it stands at 0.
+            value = bindings.get(name, defaults.get(name, 0.0))
             if not _is_finite_number(value):
                 raise BindingError(
                     "invalid_binding",

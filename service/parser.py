@@ -113,7 +113,7 @@ class ParsedExpression:
         output: str | None = None,
         unused: tuple[tuple[str, Span], ...] = (),
         statements: int = 1,
-        reads: tuple[str, ...] = (),
+        mentioned: tuple[str, ...] = (),
         assigned: tuple[str, ...] = (),
         bound: dict[str, Node] | None = None,
     ) -> None:
@@ -125,9 +125,10 @@ class ParsedExpression:
         self.output = output  # the output's name, when it has one
         self.unused = unused  # (name, statement span) of assignments the output does not use
         self.statements = statements
-        # Every name the program reads without assigning it, used by the output or not: a
-        # binding may give any of them.
-        self.reads = frozenset(reads) | frozenset(variables)
+        # Every input of the program, used by the output or not, in the order it first mentions
+        # them: the names it reads without assigning them, and those it declares.
+        self.mentioned = mentioned or variables
+        self.reads = frozenset(self.mentioned)  # every name a binding may give
         self.assigned = frozenset(assigned)  # names the program assigns: never inputs
         # What each assigned name refers to once the program has run: its last assignment, as
         # in Python. Earlier nodes given the same name still carry it as their `Node.assigned`.
@@ -148,8 +149,9 @@ class ParsedExpression:
 
     @cached_property
     def inputs(self) -> tuple[str, ...]:
-        """Every name a binding may give: the output's inputs, then unused declared inputs."""
-        return self.variables + tuple(n for n in self.defaults if n not in self.variable_set)
+        """Every input: the output's, in order of first use, then the program's others (declared,
+        or read only by statements the output does not use), whose gradient is 0."""
+        return self.variables + tuple(n for n in self.mentioned if n not in self.variable_set)
 
     @cached_property
     def sympy(self) -> sympy.Expr:
@@ -869,7 +871,13 @@ class _Program:
             output=name,
             unused=self.unused(reads),
             statements=self.statements,
-            reads=tuple(self.read_as_input),
+            mentioned=tuple(
+                name
+                for name, _span in sorted(
+                    [*self.read_as_input.items(), *self.declared_at.items()],
+                    key=lambda item: item[1][0],
+                )
+            ),
             assigned=tuple(name for name in self.bound if name not in self.defaults),
             bound=bound,
         )

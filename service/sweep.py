@@ -175,9 +175,7 @@ def localized(document: dict[str, Any], locale: str) -> dict[str, Any]:
 def _check_names(parsed: ParsedExpression, bindings: Mapping[str, Any], max_bindings: int) -> None:
     if len(bindings) > max_bindings:
         raise too_many_bindings(len(bindings), max_bindings)
-    unknown = sorted(
-        name for name in bindings if name not in parsed.reads and name not in parsed.defaults
-    )
+    unknown = sorted(name for name in bindings if name not in parsed.reads)
     if unknown:
         raise unknown_bindings(unknown, parsed.assigned)
 
@@ -266,7 +264,8 @@ def _check_points(
             if name not in given and name in parsed.variable_set:
                 raise unbound([name], [])
             continue
-        fallback = given.get(name)
+        # An input the output does not use needs no value: where no point gives one, null.
+        fallback = given.get(name, None if name in parsed.variable_set else math.nan)
         column = [point.get(name, fallback) for point in points]
         if any(value is None for value in column):
             index = column.index(None)

@@ -386,6 +386,11 @@ def test_an_input_the_output_does_not_use_has_gradient_zero() -> None:
     assert results["gradients.x"]["verdict"] == "correct"
     assert results["gradients.unused"]["expected"] == 0
     assert results["gradients.unused"]["verdict"] == "incorrect"
+    # So is a name only a statement the output does not use reads, bound or not.
+    program = "x = Value(2.0)\nt = u * 3\ny = x * x"
+    for bindings in ({}, {"u": 1.0}):
+        document = check(EVALUATOR, program, bindings, {"gradients": {"x": 4, "u": 0}})
+        assert document["score"] == 1.0
 
 
 # -- programs that reassign a name --------------------------------------------------------------

@@ -329,7 +329,12 @@ def test_the_output_names_what_is_differentiated() -> None:
     program = "h = tanh(w * x)\nloss = (h - y) ** 2"
     bindings = {"w": 0.5, "x": 2.0, "y": 1.0}
     hidden = differentiate(program, bindings, output="h")
-    assert [item["variable"] for item in hidden["derivatives"]] == ["w", "x"]
+    # y is still an input of the program: h does not depend on it.
+    assert [(item["variable"], item["reverse_mode"]) for item in hidden["derivatives"]] == [
+        ("w", pytest.approx(2 * (1 - math.tanh(1) ** 2))),
+        ("x", pytest.approx(0.5 * (1 - math.tanh(1) ** 2))),
+        ("y", 0.0),
+    ]
     assert hidden["latex"] == r"\tanh{\left(w x \right)}"
     assert hidden["intermediates"] == []
     loss = differentiate(program, bindings)
@@ -470,3 +475,13 @@ def test_a_declared_input_the_output_does_not_use_has_derivative_zero() -> None:
     ]
     [w] = differentiate(program, {}, variables=["w"])["derivatives"]
     assert (w["symbolic"]["value"], w["numeric"]["central"]) == (0.0, 0.0)
+
+
+def test_an_input_read_only_by_an_unused_statement_has_derivative_zero_bound_or_not() -> None:
+    program = "x = Value(2.0)\nt = u * 3\ny = x * x"
+    for bindings in ({}, {"u": 7.0}):
+        document = differentiate(program, bindings)
+        [x, u] = document["derivatives"]
+        assert (x["variable"], x["reverse_mode"], u["variable"]) == ("x", 4.0, "u")
+        assert (u["reverse_mode"], u["symbolic"]["value"], u["numeric"]["central"]) == (0, 0, 0)
+        assert document["agree"] is True

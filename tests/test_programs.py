@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -322,6 +323,27 @@ def test_an_assignment_is_unused_when_the_output_reads_it_by_no_name(
 ) -> None:
     document = evaluator.evaluate(program, {"a": 2})
     assert [w["name"] for w in document["warnings"]] == unused
+
+
+@pytest.mark.parametrize("bindings", [{}, {"u": 5.0}])
+def test_every_input_is_among_the_gradients_whether_the_output_uses_it_or_not(
+    bindings: dict[str, float],
+) -> None:
+    # u is read only by a statement the output does not use, and v is declared and never read:
+    # both are inputs of the program (as micrograd would give each leaf a grad of 0), in the
+    # order the program first mentions them. u needs no value; bound, it must be a number.
+    program = "w = Value(1.0)\nt = u * 2\nv = Value(4.0)\ny = w * 3"
+    document = evaluator.evaluate(program, bindings)
+    assert document["gradients"] == {"w": 3.0, "u": 0.0, "v": 0.0}
+    inputs = evaluator.structure(program)["inputs"]
+    assert inputs == [
+        {"name": "w", "default": 1.0},
+        {"name": "u", "default": None},
+        {"name": "v", "default": 4.0},
+    ]
+    with pytest.raises(BindingError) as raised:
+        evaluator.evaluate(program, {"u": math.inf})
+    assert raised.value.kind == "invalid_binding"
 
 
 def test_the_output_field_names_the_output() -> None:

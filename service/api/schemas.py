@@ -381,7 +381,7 @@ class EvaluationSchema(Schema):
     value = _out(fields.Float, "The expression's value.")
     gradients = _out(
         fields.Dict,
-        "d(expression)/d(variable) for every variable.",
+        "d(output)/d(input) for every input; 0 for a program's inputs the output does not use.",
         keys=fields.String(),
         values=fields.Float(),
     )
@@ -436,8 +436,9 @@ class StructureSchema(Schema):
     variables = _out(fields.List, "The variables to bind, in order of first use.", fields.String())
     inputs = _out(
         fields.List,
-        "Every input with its declared default: the output's inputs in order of first use, then "
-        "declared inputs it does not use.",
+        "Every input with its declared default (null if it has none): the output's inputs in "
+        "order of first use, then the program's other inputs (declared, or read only by "
+        "statements the output does not use) in the order the program first mentions them.",
         fields.Nested(InputSchema),
     )
     output = _program_output()
@@ -630,8 +631,8 @@ class DerivativesRequestSchema(Schema):
         validate=validate.Length(min=1),
         metadata={
             "description": "The inputs to differentiate by; all of them when left out. The "
-            "derivatives come in the order the inputs are first used, then a program's declared "
-            "inputs its output does not use (derivative 0)."
+            "derivatives come in the order the inputs are first used, then a program's other "
+            "inputs, which its output does not use (derivative 0)."
         },
     )
     h = FiniteNumber(
@@ -742,8 +743,8 @@ class DerivativesSchema(Schema):
     value = _out(fields.Float, "The expression's value.")
     derivatives = _out(
         fields.List,
-        "One item per input, in the order of first use, then declared inputs the output does "
-        "not use.",
+        "One item per input, in the order of first use, then a program's inputs the output "
+        "does not use.",
         fields.Nested(DerivativeSchema),
     )
     cost = _out(fields.Nested, "The three ways' work, as numbers.", DerivativesCostSchema)
