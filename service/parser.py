@@ -862,6 +862,10 @@ class _Program:
         self.check_nodes(order, count)
         if root.kind == "constant" and variables:  # pragma: no cover - folding invariant
             raise AssertionError("a constant output has no inputs")
+        # Every input, read or declared, where the program first mentions it.
+        first_mentions = sorted(
+            [*self.read_as_input.items(), *self.declared_at.items()], key=lambda item: item[1][0]
+        )
         parsed = ParsedExpression(
             self.text,
             root,
@@ -871,13 +875,7 @@ class _Program:
             output=name,
             unused=self.unused(reads),
             statements=self.statements,
-            mentioned=tuple(
-                name
-                for name, _span in sorted(
-                    [*self.read_as_input.items(), *self.declared_at.items()],
-                    key=lambda item: item[1][0],
-                )
-            ),
+            mentioned=tuple(input_name for input_name, _span in first_mentions),
             assigned=tuple(name for name in self.bound if name not in self.defaults),
             bound=bound,
         )
@@ -903,8 +901,9 @@ class _Program:
 
 
 def _graph_sizes(order: list[Node]) -> Iterator[tuple[Node, int]]:
-    """Each node of a tree in postorder, with the nodes of the primitive graph built so far:
-    an input once however often it is read, an operation as many as micrograd makes for it."""
+    """Each node of `order` (operands before the operations that use them), with the nodes of the
+    primitive graph built so far: an input once however often it is read, an operation as many
+    as micrograd makes for it."""
     inputs: set[str] = set()
     built = 0
     for node in order:
