@@ -483,14 +483,25 @@ def check(
     if answers.get("derivatives") is not None:
         given = answers["derivatives"]
         warm_up()
-        with time_budget(symbolic_seconds, CHECK_KIND):
-            symbolic = _Symbolic(
-                evaluator, expression, compiled.parsed, output, variable_node, tolerance, document
-            )
-            for name in variables:
-                item = _Item(f"derivatives.{name}", None, given.get(name))
-                symbolic.judge(item, name, reveal)
-                items.append(item)
+        try:
+            with time_budget(symbolic_seconds, CHECK_KIND):
+                symbolic = _Symbolic(
+                    evaluator,
+                    expression,
+                    compiled.parsed,
+                    output,
+                    variable_node,
+                    tolerance,
+                    document,
+                )
+                for name in variables:
+                    item = _Item(f"derivatives.{name}", None, given.get(name))
+                    symbolic.judge(item, name, reveal)
+                    items.append(item)
+        except RecursionError:
+            # sympy recurses over the formula: one nested deeply enough exhausts the stack.
+            message = _("the expression nests too deeply to check derivatives symbolically")
+            raise AutogradError(CHECK_KIND, message) from None
 
     answered = [item for item in items if item.verdict != "unanswered"]
     correct = sum(item.verdict == "correct" for item in answered)
@@ -560,6 +571,20 @@ def _refuse_unknown(
                 items=shown,
             ),
             unknown,
+        )
+    # One node answered twice, by its id and by its name, or by two names (`b = a`): which
+    # answer to judge would be a guess.
+    keys_of: dict[int, list[str]] = {}
+    for key in answers.get("nodes") or {}:
+        keys_of.setdefault(node_key[key], []).append(f"nodes.{key}")
+    twice = [keys for keys in keys_of.values() if len(keys) > 1]
+    if twice:
+        raise AnswerError(
+            _(
+                "{items} answer the same node; give one answer for each node",
+                items=", ".join(twice[0]),
+            ),
+            [key for keys in twice for key in keys],
         )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -37,6 +38,19 @@ def _binding(text: str) -> tuple[str, float]:
     except ValueError:
         message = f"{name} must be bound to a number, got {value!r}"
         raise argparse.ArgumentTypeError(message) from None
+
+
+def _step(text: str) -> float:
+    """The step of the difference quotients: a positive finite number, as the API takes."""
+    try:
+        step = float(text)
+    except ValueError:
+        step = math.nan
+    if not (math.isfinite(step) and step > 0):
+        raise argparse.ArgumentTypeError(
+            f"the step must be a positive finite number, got {text.strip()!r}"
+        )
+    return step
 
 
 def _add_source_arguments(
@@ -86,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="differentiate by NAME only (repeat for more); all variables by default",
     )
     differentiate.add_argument(
-        "--h", type=float, default=None, help="step of the difference quotients"
+        "--h", type=_step, default=None, help="step of the difference quotients"
     )
     _add_indent_argument(differentiate, 2)
     add_sweep_command(commands)
@@ -262,5 +276,9 @@ def write(data: bytes, output: Path | None) -> int:
         sys.stdout.buffer.write(data)
         sys.stdout.buffer.flush()
     else:
-        output.write_bytes(data)
+        try:
+            output.write_bytes(data)
+        except OSError as error:
+            print(f"error: cannot write {output}: {error.strerror}", file=sys.stderr)
+            return 2
     return 0

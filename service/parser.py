@@ -939,7 +939,7 @@ class _Expression:
 
     __slots__ = (
         "brackets", "declared", "declaring", "end", "in_tuple", "limits", "operands", "pending",
-        "program", "spans", "stream", "text",
+        "plain", "program", "spans", "stream", "text",
     )  # fmt: skip
 
     def __init__(self, program: _Program, declaring: str | None, in_tuple: bool) -> None:
@@ -958,9 +958,11 @@ class _Expression:
         self.pending: list[_Pending] = []
         self.brackets = 0  # open parentheses and calls among `pending`
         self.end = 0
+        self.plain = False  # a bare first statement: perhaps a plain expression over lines
 
     def parse(self, after: Token | None) -> Node:
         """The expression; `after` is the token before it."""
+        self.plain = after is None and self.program.statements == 1
         expect_operand = True
         previous = after
         next_token = self.stream.next
@@ -994,10 +996,13 @@ class _Expression:
 
     def continues(self, expect_operand: bool) -> bool:
         """Whether a newline is only space: inside brackets, after an operator, or before a
-        line that starts with a binary operator (an expression written over several lines)."""
+        line that starts with a binary operator (an expression written over several lines).
+        A line that starts with a sign starts a statement of its own, as in Python (`-x` may be
+        the output), except in a plain expression, which has always gone on over such lines."""
         if expect_operand or self.brackets:
             return True
-        if self.stream.peek_past_newlines().kind != "op":
+        following = self.stream.peek_past_newlines()
+        if following.kind != "op" or (following.text in ("+", "-") and not self.plain):
             return False
         while self.stream.peek().kind == "newline":  # each blank line is looked at once
             self.stream.next()

@@ -9,6 +9,7 @@ import pytest
 from flask.testing import FlaskClient
 
 from service.check import CODES, AnswerError, Tolerance, check
+from service.errors import AutogradError
 from service.evaluator import Evaluator
 
 EVALUATOR = Evaluator()
@@ -502,6 +503,30 @@ def test_an_input_whose_name_is_reassigned_is_answered_by_id() -> None:
         "nodes.0": "correct",
         "nodes.x": "correct",
     }
+
+
+@pytest.mark.parametrize(
+    ("program", "nodes", "twice"),
+    [
+        ("x = Value(2.0)\ny = x * 3", {"2": 1, "y": 1}, ["nodes.2", "nodes.y"]),
+        ("x = Value(2.0)\ny = x * 3", {"x": 3, "0": 3}, ["nodes.x", "nodes.0"]),
+    ],
+)
+def test_a_node_answered_twice_is_refused_not_guessed(
+    program: str, nodes: dict[str, float], twice: list[str]
+) -> None:
+    with pytest.raises(AnswerError) as refused:
+        check(EVALUATOR, program, {}, {"nodes": nodes})
+    assert refused.value.items == twice
+    assert "answer the same node" in refused.value.message
+
+
+def test_a_formula_too_deep_for_sympy_is_refused_as_too_expensive_to_check() -> None:
+    lines = ["x = Value(0.5)", "a0 = x", *(f"a{i} = a{i - 1} * x + 1" for i in range(1, 60))]
+    with pytest.raises(AutogradError) as refused:
+        check(EVALUATOR, "\n".join(lines), {}, {"derivatives": {"x": "1"}})
+    assert refused.value.kind == "check_too_expensive"
+    assert "nests too deeply" in refused.value.message
 
 
 def test_a_name_whose_last_assignment_the_output_does_not_use_is_no_item() -> None:

@@ -222,3 +222,21 @@ def test_the_underline_keeps_the_tabs_before_the_fault(
     program.write_text("a = Value(2.0)\n\tb = a +* 3\n")
     assert main(["eval", "-f", str(program)]) == 2
     assert capsys.readouterr().err.splitlines()[1:] == ["  \tb = a +* 3", "  \t       ^"]
+
+
+@pytest.mark.parametrize("step", ["0", "-1", "nan", "inf", "abc"])
+def test_a_step_that_is_not_a_positive_finite_number_is_a_usage_error(
+    step: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["derivatives", "a * a", "a=2", "--h", step])
+    assert exited.value.code == 2
+    assert f"the step must be a positive finite number, got '{step}'" in capsys.readouterr().err
+
+
+def test_a_file_that_cannot_be_written_is_said_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    where = tmp_path / "missing" / "sweep.json"
+    assert main(["sweep", "x * x", "--vary", "x:0:1:3", "--save", str(where)]) == 2
+    assert capsys.readouterr().err == f"error: cannot write {where}: No such file or directory\n"

@@ -384,6 +384,24 @@ def test_an_expression_over_several_lines_is_one_statement(expression: str) -> N
     assert set(parsed.variables) == {"a", "b"}
 
 
+@pytest.mark.parametrize(
+    ("program", "value", "output"),
+    [
+        # As in Python, a line that starts with a sign is a statement of its own: the output.
+        ("x = Value(3.0)\ny = x * 2\n-x", -3.0, None),
+        ("x = Value(3.0)\n\n# then\n+x", 3.0, None),
+        ("x = Value(3.0)\n-x", -3.0, None),
+        # A line that starts with an operator no statement can start with goes on with the last.
+        ("x = Value(3.0)\ny = x\n  * 2", 6.0, "y"),
+    ],
+)
+def test_a_line_that_starts_with_a_sign_starts_a_statement_in_a_program(
+    program: str, value: float, output: str | None
+) -> None:
+    document = evaluator.evaluate(program)
+    assert (document["value"], document["output"]) == (value, output)
+
+
 def test_bindings_may_be_omitted_only_when_every_input_is_declared() -> None:
     assert evaluator.evaluate("x = Value(2.0)\ny = x * z", {"z": 3})["value"] == 6.0
     with pytest.raises(BindingError) as raised:
