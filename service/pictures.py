@@ -227,7 +227,11 @@ def _op_label(node: Mapping[str, Any]) -> str:
 
 def dot(document: Mapping[str, Any]) -> str:
     """Graphviz text in the style of micrograd's draw_dot, left to right."""
-    graph = graphviz.Digraph(graph_attr={"rankdir": "LR"}, node_attr={"fontname": "Helvetica"})
+    # Graphviz's network simplex may run for seconds on a graph whose shared nodes cross many
+    # edges (a program that reuses each value twice); a bound on its iterations, as a multiple
+    # of the nodes, keeps such a layout near a second and leaves the usual graphs as they were.
+    layout = {"rankdir": "LR", "nslimit": "5", "nslimit1": "5"}
+    graph = graphviz.Digraph(graph_attr=layout, node_attr={"fontname": "Helvetica"})
     for node in document["graph"]["nodes"]:
         i = node["id"]
         fields = [_name(node), f"data {_number(node.get('value'))}",
