@@ -173,6 +173,8 @@ class Mistakes:
             found += self._slips()
         self.all = sorted(found, key=lambda mistake: _PRIORITY.index(mistake.code))
         self._moves = [(mistake.shift, mistake.at) for mistake in self.all]
+        # Only the flipped sign (a graph too large to diagnose) needs no gradients toward nodes.
+        self._flips_only = all(at is None for _shift, at in self._moves)
 
     def _slips(self) -> list[Mistake]:
         nodes = self.nodes
@@ -211,6 +213,8 @@ class Mistakes:
             return [math.nan] * len(self.all)
         nodes = self.nodes
         grad = nodes[target]["grad"]
+        if self._flips_only:
+            return [-grad] * len(self._moves)
         # d(node)/d(target) for every node: forward mode from the target (children come first).
         tangent = [0.0] * len(nodes)
         tangent[target] = 1.0

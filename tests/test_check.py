@@ -565,3 +565,18 @@ def test_feedback_names_a_value_the_program_named_once_by_its_name() -> None:
     [item] = [r for r in result["results"] if r["item"] == "nodes.q"]
     assert item["feedback"]["code"] == "one_path_only"
     assert item["feedback"]["message"].startswith("q is used 2 times")
+
+
+def test_every_node_of_a_large_program_answered_is_checked_within_the_budget(
+    client: FlaskClient,
+) -> None:
+    # 2,998 nodes, past the size at which slips are diagnosed: each answer is judged without a
+    # pass over the graph of its own (999 such passes outlasted the 5 s request budget).
+    lines = ["x = Value(1.0)", "a1 = x * 1.0001 + x"]
+    lines += [f"a{i} = a{i - 1} * 1.0001 + x" for i in range(2, 1000)]
+    answers = {"nodes": {f"a{i}": 1.0 for i in range(1, 1000)}}
+    response = client.post("/v1/check", json={"expression": "\n".join(lines), "answers": answers})
+    assert response.status_code == 200
+    results = response.get_json()["results"]
+    assert sum(result["verdict"] == "correct" for result in results) == 1  # the output's own 1
+    assert len([r for r in results if r["verdict"] != "unanswered"]) == 999
