@@ -496,7 +496,7 @@ class Evaluator:
             raise too_many_bindings(len(bindings), self.limits.max_bindings)
         defaults = parsed.defaults
         missing = [n for n in parsed.variables if n not in bindings and n not in defaults]
-        unknown = sorted(n for n in bindings if n not in parsed.reads)
+        unknown = sorted(n for n in bindings if n not in parsed.input_set)
         if missing:
             raise unbound(missing, unknown)
         if unknown:

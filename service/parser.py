@@ -128,7 +128,6 @@ class ParsedExpression:
         # Every input of the program, used by the output or not, in the order it first mentions
         # them: the names it reads without assigning them, and those it declares.
         self.mentioned = mentioned or variables
-        self.reads = frozenset(self.mentioned)  # every name a binding may give
         self.assigned = frozenset(assigned)  # names the program assigns: never inputs
         # What each assigned name refers to once the program has run: its last assignment, as
         # in Python. Earlier nodes given the same name still carry it as their `Node.assigned`.
@@ -152,6 +151,11 @@ class ParsedExpression:
         """Every input: the output's, in order of first use, then the program's others (declared,
         or read only by statements the output does not use), whose gradient is 0."""
         return self.variables + tuple(n for n in self.mentioned if n not in self.variable_set)
+
+    @cached_property
+    def input_set(self) -> frozenset[str]:
+        """Every name a binding may give, for membership tests."""
+        return frozenset(self.inputs)
 
     @cached_property
     def sympy(self) -> sympy.Expr:

@@ -175,7 +175,7 @@ def localized(document: dict[str, Any], locale: str) -> dict[str, Any]:
 def _check_names(parsed: ParsedExpression, bindings: Mapping[str, Any], max_bindings: int) -> None:
     if len(bindings) > max_bindings:
         raise too_many_bindings(len(bindings), max_bindings)
-    unknown = sorted(name for name in bindings if name not in parsed.reads)
+    unknown = sorted(name for name in bindings if name not in parsed.input_set)
     if unknown:
         raise unknown_bindings(unknown, parsed.assigned)
 
