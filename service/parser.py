@@ -1108,6 +1108,7 @@ class _Expression:
             if following.kind in ("name", "number"):
                 # `lambda x`, `not a`: the juxtaposition names the keyword
                 raise self.juxtaposition(following, token)
+            raise _keyword_operand(token)
         self.operands.append(self.program.read(token))
         self.spans.append(token.span)
         return False
@@ -1391,6 +1392,19 @@ class _Expression:
         self.program.check_magnitude(value, token.span, "number", token.text)
         self.program.made += 1
         return Node("constant", token.span, value=value)
+
+
+def _keyword_operand(token: Token) -> ExpressionError:
+    """A Python keyword where an operand should be: never an input's name."""
+    if token.text in ("True", "False"):
+        message = _(
+            "{word} is not a number here: write {number}",
+            word=token.text,
+            number=int(token.text == "True"),
+        )
+    else:
+        message = _("Python's '{word}' is not part of the expression language", word=token.text)
+    return ExpressionError("unsupported_syntax", message, token.span)
 
 
 def _no_call(token: Token) -> ExpressionError:

@@ -144,6 +144,9 @@ PYTHON_SYNTAX = {
     "import": ("import os", "unsupported-syntax"),
     "from-import": ("from os import system", "unsupported-syntax"),
     "not": ("not a", "unsupported-syntax"),
+    "true": ("2 * True + a", "unsupported-syntax"),
+    "none": ("a + None", "unsupported-syntax"),
+    "keyword-alone": ("a * yield", "unsupported-syntax"),
     "and": ("a and a", "unsupported-syntax"),
     "or": ("a or a", "unsupported-syntax"),
     "is": ("a is a", "unsupported-syntax"),
@@ -626,9 +629,10 @@ PROTOCOL = [
 # -- accepted: looks hostile, is a plain expression -------------------------------------------
 
 # `2 * NAME + 1` at NAME = 3 is 7, with gradient 2: each of these is just a variable's name.
+# (Python's keywords are not: `True`, `None` and `not` are refused where an operand should be.)
 VARIABLE_NAMES = [
     "E", "pi", "I", "oo", "zoo", "nan", "inf", "Symbol", "Function", "Integer", "S", "N",
-    "sympify", "True", "False", "None", "print", "eval", "exec", "open", "os", "sys",
+    "sympify", "print", "eval", "exec", "open", "os", "sys",
     "__import__", "__class__", "__builtins__", "_", "self", "lambda_", "a" * NAME,
 ]  # fmt: skip
 

@@ -152,6 +152,10 @@ def test_variables_in_order_of_first_appearance() -> None:
         ("().__class__", "unexpected_token", (0, 2)),
         ("a.b", "unsupported_syntax", (1, 3)),
         ("lambda x: x", "unsupported_syntax", (0, 8)),
+        # a keyword is never an input's name, even where nothing follows it
+        ("a * True", "unsupported_syntax", (4, 8)),
+        ("None + a", "unsupported_syntax", (0, 4)),
+        ("a * not", "unsupported_syntax", (4, 7)),
         ("'a'", "unsupported_syntax", (0, 1)),
         ('"a"', "unsupported_syntax", (0, 1)),
         ("a[0]", "unsupported_syntax", (1, 2)),
@@ -198,6 +202,9 @@ def test_messages_say_what_to_write() -> None:
     with pytest.raises(ExpressionError) as raised:
         parse("2a")
     assert "2*a" in raised.value.message
+    with pytest.raises(ExpressionError) as raised:
+        parse("y = x * False")
+    assert raised.value.message == "False is not a number here: write 0"
     with pytest.raises(ExpressionError) as raised:
         parse("sin(x)")
     assert all(name in raised.value.message for name in ("exp", "log", "relu", "tanh"))

@@ -241,6 +241,11 @@ LINE = [{"name": "x", "from": -1, "to": 1, "points": 3}]
          "/vary: Length must be between 1 and 2."),
         ("get", "/v1/sweep?expression=x&vary=x:0:1:2&output=1x", None,
          "/output: must be a name: a letter or _, then letters, digits or _"),
+        # the whole value matches: Python's `$` alone would let a trailing newline through
+        ("post", "/v1/gradients", {"expression": "y = x", "bindings": {"x": 1}, "output": "y\n"},
+         "/output: must be a name: a letter or _, then letters, digits or _"),
+        ("get", "/v1/sweep?expression=x&vary=x:0:1:2%0A", None,
+         "/vary/0: expected the form x:-3:3:200, not 'x:0:1:2\\n'"),
     ],
 )  # fmt: skip
 @pytest.mark.parametrize("locale", ["ru", "et"])

@@ -114,18 +114,23 @@ def _drawing_format() -> fields.String:
 
 
 class Pattern(validate.Regexp):
-    """A regular expression a field must match, refused with a translatable sentence of ours.
+    """A regular expression a field's whole value must match, refused with a translatable
+    sentence of ours. (The spec states the pattern, so it is a Regexp to apispec.)
 
     marshmallow's Regexp formats its message (for `{input}` and `{regex}`), which would turn a
-    `Message` into plain English text; this one raises the `Message` itself.
+    `Message` into plain English text, and it matches with `re.match`, whose `$` also matches
+    before a trailing newline: `"y\\n"` would pass as a name.
     """
 
     def __init__(self, regex: str, error: Message) -> None:
         super().__init__(regex, error=error)
         self.message = error
+        self.pattern = re.compile(regex)
 
-    def _format_error(self, value: str | bytes) -> str:
-        return self.message
+    def __call__(self, value: str) -> str:  # type: ignore[override]  # only text fields
+        if self.pattern.fullmatch(value) is None:
+            raise ValidationError(self.message)
+        return value
 
 
 def output_name() -> fields.String:

@@ -114,7 +114,8 @@ class _Text(fields.Field):  # type: ignore[type-arg]
         self.example = example
 
     def _deserialize(self, value: Any, attr: Any, data: Any, **kwargs: Any) -> Any:
-        match = self.regex.match(value) if isinstance(value, str) else None
+        # the whole value: `match` would let a trailing newline through the pattern's `$`
+        match = self.regex.fullmatch(value) if isinstance(value, str) else None
         if match is None:
             shown = repr(value) if isinstance(value, str) else type(value).__name__
             raise ValidationError(
