@@ -180,6 +180,20 @@ def test_an_explicit_slot_count_overrides_the_workers(server: Path) -> None:
     del held
 
 
+def test_the_operations_report_the_slots_in_force(server: Path) -> None:
+    def reported(**config: object) -> object:
+        document = make_app(**config).test_client().get("/v1/operations").get_json()
+        return document["settings"]["heavy_request_slots"]
+
+    assert reported() == 2  # one fewer than the server's three workers
+    assert reported(HEAVY_REQUEST_SLOTS=5) == 5
+
+
+def test_without_a_server_the_operations_report_the_setting() -> None:
+    document = make_app().test_client().get("/v1/operations").get_json()
+    assert document["settings"]["heavy_request_slots"] == 0
+
+
 def test_a_response_over_the_cap_is_refused() -> None:
     client = make_app(MAX_RESPONSE_BYTES=500).test_client()
     response = client.post("/v1/gradients", json=LESSON)

@@ -7,7 +7,7 @@ from typing import Any
 
 from flask import Response, current_app
 
-from service.api import language
+from service.api import costs, language
 from service.api.config import DEFAULTS, reported
 from service.api.request import RESPONSE_HEADERS, Blueprint
 from service.api.schemas import OperationsSchema
@@ -58,10 +58,17 @@ def operations() -> Response:
     Every operation an expression may use: its name (the `op` of its graph nodes), how it is
     written, its arity, whether it is a micrograd primitive or derived from primitives, its local
     derivative rule, and how a derived one is expanded. Also the limits this service enforces
-    (every one a problem's `limit` can name, and the largest request body), the other settings a
-    client plans its requests by (the time budget of one request, the body size from which a
-    request counts as heavy and how many heavy ones a server takes at once, the picture rate,
-    the time symbolic work may take), and how many compiled expressions (and graph nodes in all)
-    each worker caches.
+    (every one a problem's `limit` can name, and the largest request body); the other settings a
+    client plans its requests by: the time budget of one request, the body size from which a
+    request counts as heavy, how many heavy ones a server takes at once (under gunicorn, the
+    number in force: by default one fewer than its workers), the picture rate and the time
+    symbolic work may take; and how many compiled expressions (and graph nodes in all) each
+    worker caches.
     """
-    return language.localized_response(catalogue(current_app.config))
+    document = catalogue(current_app.config)
+    # The slots in force, which a client plans by, rather than the configured 0 that stands for
+    # "one fewer than the workers"; outside a server of several workers nothing is shared.
+    in_force = current_app.extensions[costs.EXTENSION].slots.count()
+    if in_force:
+        document["settings"]["heavy_request_slots"] = in_force
+    return language.localized_response(document)
