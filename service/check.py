@@ -31,11 +31,11 @@ from typing import TYPE_CHECKING, Any
 from service.budget import time_budget
 from service.derivatives import DEFAULT_SYMBOLIC_LIMITS
 from service.engine import Value
-from service.errors import AutogradError, BudgetExceeded, DomainError
+from service.errors import AutogradError, BudgetExceeded, DomainError, ExpressionError, Span
 from service.evaluator import Evaluator, run
 from service.i18n import Message, _, _n
 from service.limits import Limits
-from service.parser import ParsedExpression, parse
+from service.parser import Node, ParsedExpression, parse
 
 if TYPE_CHECKING:  # sympy is imported only when a symbolic answer is judged
     import sympy
@@ -57,10 +57,16 @@ CODES = (
 # When an answer fits several mistakes, the most specific one is named.
 _PRIORITY = ("dead_relu", "one_path_only", "wrong_sign", "wrong_local_derivative")
 
-# A learner's answer is a short formula: these bounds keep hostile ones cheap to refuse.
+# A learner's answer is a short formula: these bounds keep hostile ones cheap to refuse. It is one
+# expression, so the parser stops where a second statement starts (see `_parse_answer`).
 ANSWER_LIMITS = Limits(
-    max_expression_length=1000, max_depth=50, max_nodes=500, max_identifier_length=64
+    max_expression_length=1000,
+    max_depth=50,
+    max_nodes=500,
+    max_identifier_length=64,
+    max_statements=1,
 )
+SECOND_STATEMENT = "too_many_statements"  # the parser's refusal of a statement past the limit
 DIAGNOSIS_NODES = 300  # mistakes are looked for in graphs up to this size; beyond, right or wrong
 SIMPLIFY_SECONDS = 1.0  # sympy's simplification of one difference; past it, points decide
 SAMPLE_POINTS = 6  # points at which a symbolic answer must agree
@@ -362,17 +368,65 @@ def _unparsable(error: AutogradError) -> Unreadable:
                 _("The answer cannot be read: {reason}", reason=error.message),
             )
         )
-    return Unreadable(
-        _feedback(
-            "unparsable",
-            _(
-                "The answer cannot be read at characters {start} to {end}: {reason}",
-                start=span[0],
-                end=span[1],
-                reason=error.message,
-            ),
-            position={"start": span[0], "end": span[1]},
+    start, end = span
+    # The sentence counts characters from 1, as its reader does; `position` stays [start, end).
+    if end - start <= 1:  # one character, or the empty place where something is missing
+        message = _(
+            "The answer cannot be read at character {position}: {reason}",
+            position=start + 1,
+            reason=error.message,
         )
+    else:
+        message = _(
+            "The answer cannot be read at characters {start} to {end}: {reason}",
+            start=start + 1,
+            end=end,
+            reason=error.message,
+        )
+    return Unreadable(_feedback("unparsable", message, position={"start": start, "end": end}))
+
+
+def _a_program(message: Message, span: Span) -> Unreadable:
+    return Unreadable(_feedback("unparsable", message, position={"start": span[0], "end": span[1]}))
+
+
+def _second_statement(span: Span) -> Unreadable:
+    return _a_program(
+        _(
+            "The answer must be one expression, not a program: a second statement starts at "
+            "character {position}.",
+            position=span[0] + 1,
+        ),
+        span,
+    )
+
+
+def _assignment(parsed: ParsedExpression) -> Unreadable:
+    """An answer of one statement that assigns (`q = tanh(-6)`) or declares (`q = Value(1)`),
+    pointed at by its `=`: an expression has none, so the last one before the assigned value
+    is the statement's own (a tuple's `a, b = 1, 2` too, whose value is `2`)."""
+    text = parsed.text
+    equals = text.rfind("=", 0, parsed.root.span[0])
+    line = text.rfind("\n", 0, equals) + 1
+    target = " ".join(text[line : equals + 1].split())  # `q =`, `a, b =`
+    span = (equals, equals + 1)
+    if parsed.defaults:
+        declaration = " ".join(text[line : parsed.root.span[1]].split())
+        return _a_program(
+            _(
+                "The answer must be one expression, not a program: '{declaration}' declares an "
+                "input; write the number alone.",
+                declaration=_shorten(declaration),
+            ),
+            span,
+        )
+    return _a_program(
+        _(
+            "The answer must be one expression, not a program: leave out the assignment "
+            "'{target}'.",
+            target=_shorten(target),
+        ),
+        span,
     )
 
 
@@ -392,10 +446,18 @@ def _json_kind(value: Any) -> Message:
     return _("a number that is not finite")
 
 
+def _json_number(answer: Any) -> float | None:
+    """A JSON number given as an answer, as a double (infinite when past a double's range, as
+    1e400 is); None for any other answer, `true` too, though Python's bool is an int."""
+    if not isinstance(answer, int | float) or isinstance(answer, bool):
+        return None
+    return float(answer) if abs(answer) < 1e308 else math.inf
+
+
 def read_number(answer: Any) -> float:
     """A numeric answer: a JSON number, or text of a constant in our grammar (`-1/2`, `2**3`)."""
-    if isinstance(answer, int | float) and not isinstance(answer, bool):
-        number = float(answer) if abs(answer) < 1e308 else math.inf
+    number = _json_number(answer)
+    if number is not None:
         if math.isfinite(number):
             return number
         raise _not_a_number(_json_kind(math.inf))
@@ -415,13 +477,47 @@ def read_number(answer: Any) -> float:
     return parsed.root.value
 
 
+def read_expression(answer: Any) -> ParsedExpression:
+    """A symbolic answer: text in our grammar, or a JSON number for a constant derivative, read
+    as `read_number` reads one."""
+    if isinstance(answer, str):
+        return _parse_answer(answer)
+    number = _json_number(answer)
+    if number is None or not math.isfinite(number):
+        what = _json_kind(math.inf if number is not None else answer)
+        raise Unreadable(
+            _feedback(
+                "unparsable",
+                _(
+                    "The answer must be an expression written as text, or a number, not {what}.",
+                    what=what,
+                ),
+            )
+        )
+    # What the parser makes of the number's text, made without it: a JSON number has no
+    # characters a refusal could point at, and is taken at any size, as a `value` answer is.
+    text = repr(number)
+    return ParsedExpression(text, Node("constant", (0, len(text)), value=number), (), 1)
+
+
 def _parse_answer(text: str) -> ParsedExpression:
+    """One expression: a refusal of the grammar, or of a program (its statements, assignments
+    and declarations), is the answer's feedback."""
     try:
-        return parse(text, ANSWER_LIMITS)
+        parsed = parse(text, ANSWER_LIMITS)
     except BudgetExceeded:  # the request's time is up: not the answer's fault
         raise
-    except AutogradError as error:  # the grammar's refusal, or a constant part out of domain
+    except ExpressionError as error:
+        if error.kind == SECOND_STATEMENT:  # ANSWER_LIMITS allows one statement
+            raise _second_statement(error.span) from None
         raise _unparsable(error) from None
+    except AutogradError as error:  # a constant part out of domain
+        raise _unparsable(error) from None
+    # One statement, but a program's: `q = tanh(-6)` would be judged by its value. (`y.backward()`
+    # is a second statement, or, alone, refused by the parser: nothing assigned y.)
+    if parsed.assigned or parsed.defaults:
+        raise _assignment(parsed)
+    return parsed
 
 
 # -- the check ---------------------------------------------------------------------------------
@@ -722,13 +818,8 @@ class _Symbolic:
         if item.answer is None:
             item.feedback = _feedback("unanswered", _("Not answered."))
             return
-        if not isinstance(item.answer, str):
-            item.feedback = _feedback(
-                "unparsable", _("The answer must be an expression written as text.")
-            )
-            return
         try:
-            answer = _parse_answer(item.answer)
+            answer = read_expression(item.answer)
         except Unreadable as unreadable:
             item.feedback = unreadable.feedback
             return

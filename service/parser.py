@@ -15,9 +15,10 @@ from __future__ import annotations
 import bisect
 import keyword
 import math
+import operator
 import re
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -48,7 +49,7 @@ if TYPE_CHECKING:
 class Node:
     """One node of the syntax tree: a variable, a constant, or an operation on `args`."""
 
-    __slots__ = ("args", "assigned", "exponent", "kind", "name", "op", "span", "value")
+    __slots__ = ("args", "assigned", "exact", "exponent", "kind", "name", "op", "span", "value")
 
     def __init__(
         self,
@@ -59,6 +60,7 @@ class Node:
         args: tuple[Node, ...] = (),
         name: str = "",
         value: float = 0.0,
+        exact: int | None = None,
         exponent: float | None = None,
     ) -> None:
         self.kind = kind  # "variable", "constant" or "operation"
@@ -67,6 +69,9 @@ class Node:
         self.args = args  # operands in the order written (the exponent of `**` is not one)
         self.name = name  # for variables: the input's name
         self.value = value  # for constants: the folded value
+        # For constants Python keeps as integers (`10**17 + 1`): the exact value, which folds
+        # exactly, as Python's integers do; `value` is the float every later use sees.
+        self.exact = exact
         self.exponent = exponent  # for `**`: the constant exponent
         self.assigned: str | None = None  # the name the assignment that produced it gave it
 
@@ -316,6 +321,19 @@ _LOOKALIKES = {
 def _bad_character(text: str, pos: int) -> ExpressionError:
     char = text[pos]
     span = (pos, pos + 1)
+    if char == "\\":
+        line_end = text.find("\n", pos)
+        rest = text[pos + 1 : len(text) if line_end < 0 else line_end].strip(" \t\r")
+        if not rest or rest.startswith("#"):
+            # `\` then spaces or a comment: meant to continue the line, as in Python
+            if line_end < 0:
+                message = _("a backslash continues a line, but the text ends here")
+            else:
+                message = _(
+                    "nothing may follow a backslash that continues a line, not even a space or "
+                    "a comment"
+                )
+            return ExpressionError("unsupported_syntax", message, span)
     if char in _UNSUPPORTED:
         return ExpressionError("unsupported_syntax", _UNSUPPORTED[char], span)
     code = f"U+{ord(char):04X}"
@@ -332,7 +350,14 @@ def _bad_character(text: str, pos: int) -> ExpressionError:
     if not ascii_twin.isascii() or not ascii_twin.strip():
         ascii_twin = _LOOKALIKES.get(char, "")
     if char.isdigit() or char.isalpha():
-        if ascii_twin.isascii() and ascii_twin:
+        if "SUPERSCRIPT" in described and ascii_twin.isdigit():  # `x²`
+            message = _(
+                "'{char}' ({described}) is not allowed: write a power as x ** {ascii}",
+                char=char,
+                described=described,
+                ascii=ascii_twin,
+            )
+        elif ascii_twin.isascii() and ascii_twin:
             message = _(
                 "'{char}' ({described}) is not allowed: expressions use ASCII letters and "
                 "digits; did you mean '{ascii}'?",
@@ -404,6 +429,12 @@ _NODES = {
 # -- statements -----------------------------------------------------------------------------
 
 _AUGMENTED = {"+=": "+", "-=": "-", "*=": "*", "/=": "/"}
+# A line end that no backslash continues (`\` then LF or CR LF, as the tokens read it).
+_LOGICAL_LINE_END = re.compile(r"(?<!\\)\r?\n(?<!\\\r\n)")
+# What Python computes exactly on integers; `/` and the functions give floats.
+_EXACTLY: dict[str, Callable[..., int]] = {
+    "+": operator.add, "-": operator.sub, "*": operator.mul, "neg": operator.neg,
+}  # fmt: skip
 _STATEMENT_ENDS = ("newline", ";", "end")
 _ENDS_OR_COMMA = frozenset((*_STATEMENT_ENDS, ","))
 _DECLARE = "Value"  # `name = Value(number)` declares an input
@@ -497,8 +528,9 @@ class _Program:
             )
         if first.kind == "name":
             if first.text in _KEYWORD_STATEMENTS:
-                end = self.text.find("\n", first.start)
-                span = (first.start, len(self.text) if end < 0 else end)
+                # the whole line, and the lines a backslash at its end continues it onto
+                end = _LOGICAL_LINE_END.search(self.text, first.start)
+                span = (first.start, end.start() if end else len(self.text))
                 raise ExpressionError("unsupported_syntax", _KEYWORD_STATEMENTS[first.text], span)
             second = stream.peek(1)
             if second.kind == "=":
@@ -515,19 +547,40 @@ class _Program:
         self.last, self.last_name, self.last_reads = root, None, tuple(self.reading)
 
     def targets(self) -> list[Token] | None:
-        """`a, b, c =`: the names, when the statement is a tuple assignment."""
+        """`a, b, c =`: the names, when the statement is a tuple assignment; None when it is
+        not one (`a, b` alone is refused as an expression)."""
+        peek = self.stream.peek
         ahead = 0
         while True:
-            if self.stream.peek(ahead).kind != "name":
+            target = peek(ahead)
+            if target.kind != "name" or keyword.iskeyword(target.text):
+                self.refuse_targets(target)
                 return None
-            following = self.stream.peek(ahead + 1).kind
-            if following == "=":
+            following = peek(ahead + 1)
+            if following.kind == "=":
                 break
-            if following != ",":
+            if following.kind != ",":
+                self.refuse_targets(following)
                 return None
             ahead += 2
         names = [self.stream.next() for _ in range(ahead + 1)][::2]
         return names
+
+    def refuse_targets(self, token: Token) -> None:
+        """Where `a, b, ...` stops being names and commas: refused at `token` if an `=` or `+=`
+        further on makes the statement an assignment (`a, b.c = 1, 2`, `a, b += 1, 2`); else
+        the statement is an expression, and its reader says what is wrong with it."""
+        ahead = 0
+        while (kind := self.stream.peek(ahead).kind) not in _STATEMENT_ENDS:
+            if kind in ("=", "augmented"):
+                if token.kind == "name" and keyword.iskeyword(token.text):
+                    raise _python_keyword(token)
+                if token.kind == "augmented":
+                    message = _("{operator} assigns one name at a time", operator=token.text)
+                else:
+                    message = _("only names separated by commas can be assigned: a, b = x, y")
+                raise ExpressionError("unsupported_syntax", message, token.span)
+            ahead += 1
 
     def check_target(self, target: Token) -> None:
         name = target.text
@@ -639,22 +692,33 @@ class _Program:
         self.last, self.last_name = node, name
 
     def is_backward(self) -> bool:
+        """Whether the statement is `name.backward()`; inside its brackets a newline is space."""
         peek = self.stream.peek
-        return (
-            peek(2).text == "backward"
-            and peek(3).kind == "("
-            and peek(4).kind == ")"
-            and peek(5).kind in _STATEMENT_ENDS
-        )
+        if peek(2).text != "backward" or peek(3).kind != "(":
+            return False
+        ahead = 4
+        while peek(ahead).kind == "newline":
+            ahead += 1
+        return peek(ahead).kind == ")" and peek(ahead + 1).kind in _STATEMENT_ENDS
 
     def backward_statement(self) -> None:
         target = self.stream.next()
-        for _token in range(4):
-            closing = self.stream.next()
+        while (closing := self.stream.next()).kind != ")":
+            pass
         span = (target.start, closing.end)
         name = target.text
+        if keyword.iskeyword(name):
+            raise _python_keyword(target)
+        if name in FUNCTIONS or name == _DECLARE:
+            message = _("{name} is a function: call backward() on a value's name", name=name)
+            raise ExpressionError("function_name", message, target.span)
         bound = self.bound.get(name)
-        if bound is None:
+        reads: tuple[int, ...] = ()
+        if bound is not None:
+            node, reads = bound, (self.bound_by[name],)
+        elif name in self.read_as_input:  # micrograd's backward() from a leaf: its grad is 1
+            node = self.input_node(name)
+        else:
             raise ExpressionError(
                 "used_before_assignment",
                 _(
@@ -673,8 +737,8 @@ class _Program:
                 ),
                 span,
             )
-        self.backward = (name, bound, span)
-        self.backward_reads = (self.bound_by[name],)
+        self.backward = (name, node, span)
+        self.backward_reads = reads
         self.end_statement()
 
     def end_statement(self) -> None:
@@ -704,6 +768,9 @@ class _Program:
         constants = tuple([arg.kind == "constant" for arg in args])
         self.made += 1
         if all(constants):
+            exact = self.fold_exactly(node)
+            if exact is not None:
+                return Node("constant", span, value=float(exact), exact=exact)
             return Node("constant", span, value=self.fold(node))
         self.node_count += _NODES[op, constants]
         return node
@@ -730,16 +797,40 @@ class _Program:
             maximum,
         )
 
+    def fold_exactly(self, node: Node) -> int | None:
+        """A constant subexpression of integers that Python keeps an integer (`+`, `-`, `*`, a
+        sign, `**` to a whole power), computed exactly and within bounds; else None."""
+        exacts = [arg.exact for arg in node.args]
+        if None in exacts:
+            return None
+        integers = [exact for exact in exacts if exact is not None]  # all of them
+        if node.op == "**":
+            k = node.exponent
+            if k is None or not (k.is_integer() and 0 <= k < 2**53):
+                return None  # a negative or fractional power is a float in Python too
+            self.check_power(node)
+            exact: int = integers[0] ** int(k)
+        elif node.op in _EXACTLY:
+            exact = _EXACTLY[node.op](*integers)
+        else:
+            return None
+        self.check_magnitude(exact, node.span, "constant")
+        return exact
+
+    def check_power(self, node: Node) -> None:
+        """Refuse a constant power past the largest constant before computing it: the log10 of
+        the result is known first, so `9 ** 9 ** 9` is refused at once."""
+        base = node.args[0].value
+        assert node.exponent is not None
+        if base != 0 and node.exponent * math.log10(abs(base)) > math.log10(
+            self.limits.max_constant_magnitude
+        ):
+            self.check_magnitude(math.inf, node.span, "power")
+
     def fold(self, node: Node) -> float:
         """A constant subexpression's value, computed once as Python would, within bounds."""
         if node.op == "**":
-            base = node.args[0].value
-            assert node.exponent is not None
-            # log10 of the result, known before computing it: `9 ** 9 ** 9` is refused at once.
-            if base != 0 and node.exponent * math.log10(abs(base)) > math.log10(
-                self.limits.max_constant_magnitude
-            ):
-                self.check_magnitude(math.inf, node.span, "power")
+            self.check_power(node)
         try:
             value = BY_NAME[node.op].fold(node.exponent, *(arg.value for arg in node.args))
         except DomainError as error:
@@ -752,10 +843,11 @@ class _Program:
         if abs(value) <= bound:
             return
         if what == "number":
+            shown = number if len(number) <= 24 else number[:16] + "…"  # as long names are
             message = _(
                 "the number {number} is larger in magnitude than the largest constant allowed "
                 "({bound})",
-                number=number,
+                number=shown,
                 bound=format(bound, "g"),
             )
         elif what == "power":
@@ -815,6 +907,11 @@ class _Program:
 
     # -- the output ------------------------------------------------------------------------
 
+    def input_node(self, name: str) -> Node:
+        """The input `name`, which the program reads, as the output: a node of its own."""
+        self.made += 1
+        return Node("variable", self.read_as_input[name], name=name)
+
     def output(self, requested: str | None) -> tuple[Node, str | None, tuple[int, ...]]:
         """The output's node, its name if it has one, and the assignments it reads."""
         if requested is not None:
@@ -822,9 +919,7 @@ class _Program:
             if bound is not None:
                 return bound, requested, (self.bound_by[requested],)
             if requested in self.read_as_input:
-                self.made += 1
-                variable = Node("variable", self.read_as_input[requested], name=requested)
-                return variable, requested, ()
+                return self.input_node(requested), requested, ()
             from service.errors import BindingError
 
             raise BindingError(
@@ -877,7 +972,7 @@ class _Program:
             max(count, 1),
             defaults=self.defaults,
             output=name,
-            unused=self.unused(reads),
+            unused=self.unused(reads, order),
             statements=self.statements,
             mentioned=tuple(input_name for input_name, _span in first_mentions),
             assigned=tuple(name for name in self.bound if name not in self.defaults),
@@ -886,10 +981,12 @@ class _Program:
         parsed._postorder = order  # computed already
         return parsed
 
-    def unused(self, reads: tuple[int, ...]) -> tuple[tuple[str, Span], ...]:
+    def unused(self, reads: tuple[int, ...], order: list[Node]) -> tuple[tuple[str, Span], ...]:
         """(name, statement span) of every assignment the output reads neither directly nor
-        through another. By the names read, not by the nodes: a name bound to a number is
-        used even though each use of it is a leaf of its own."""
+        through another, and whose value is not in the output's graph (`order`) either. By the
+        names read first: a name bound to a number is used even though each use of it is a leaf
+        of its own. Then by the nodes: `xmg, ymg = x, y`, pasted from micrograd's tests after
+        the output, names values the output already holds, and adds nothing it could use."""
         used: set[int] = set()
         pending = list(reads)
         while pending:
@@ -897,10 +994,18 @@ class _Program:
             if index not in used:
                 used.add(index)
                 pending.extend(self.assignments[index][3])
+        if len(used) == len(self.assignments):
+            return ()
+        in_graph = {id(node) for node in order}
+        # An input read without a declaration is a tree node of its own at each read, and one
+        # graph node for all of them: found by its name.
+        inputs = {node.name for node in order if node.kind == "variable"}
         return tuple(
             (name, span)
-            for index, (name, _node, span, _reads) in enumerate(self.assignments)
+            for index, (name, node, span, _reads) in enumerate(self.assignments)
             if index not in used
+            and id(node) not in in_graph
+            and not (node.kind == "variable" and node.name in inputs)
         )
 
 
@@ -1108,7 +1213,7 @@ class _Expression:
             if following.kind in ("name", "number"):
                 # `lambda x`, `not a`: the juxtaposition names the keyword
                 raise self.juxtaposition(following, token)
-            raise _keyword_operand(token)
+            raise _python_keyword(token)
         self.operands.append(self.program.read(token))
         self.spans.append(token.span)
         return False
@@ -1232,9 +1337,20 @@ class _Expression:
         if opening.kind != "(":
             message = _("write .{method}() with parentheses", method=name.text)
             raise ExpressionError("unsupported_syntax", message, span)
+        if closing.kind in ("end", ";"):  # `x.relu(` and nothing more
+            raise ExpressionError(
+                "unbalanced_parenthesis", _("this '(' is never closed"), opening.span
+            )
         if name.text == "backward":
-            message = _("backward() names the output on a line of its own: write name.backward()")
-            raise ExpressionError("unsupported_syntax", message, (dot.start, closing.end))
+            if closing.kind != ")":
+                message = _("backward() takes no arguments: write name.backward()")
+            else:
+                message = _(
+                    "backward() names the output on a line of its own: write name.backward()"
+                )
+            end = self.text.find(")", closing.start)
+            span = (dot.start, closing.end if end < 0 else end + 1)
+            raise ExpressionError("unsupported_syntax", message, span)
         if closing.kind != ")":
             kind, start, receiver = "wrong_arity", dot.start, self.text[written[0] : written[1]]
             if receiver in _MODULES and receiver not in self.program.bound:
@@ -1290,10 +1406,14 @@ class _Expression:
                     name=right,
                 )
                 return ExpressionError("implicit_multiplication", message, span)
-        for word in (left, right):  # `lambda x`, `a if b else c`, `a and b`
-            if keyword.iskeyword(word):
-                message = _("Python's '{word}' is not part of the expression language", word=word)
-                return ExpressionError("unsupported_syntax", message, span)
+        for word in (previous, token):  # `lambda x`, `a if b else c`, `a and b`
+            if keyword.iskeyword(word.text):
+                return _python_keyword(word)
+        if left == "print" and previous.kind == "name":  # Python 2's `print x`
+            message = _(
+                "print is not needed: the response already carries every value and gradient"
+            )
+            return ExpressionError("unsupported_syntax", message, previous.span)
         if token.kind == "(":
             right = "(...)"
         if previous.kind == "number":
@@ -1391,11 +1511,13 @@ class _Expression:
         value = float(token.text)
         self.program.check_magnitude(value, token.span, "number", token.text)
         self.program.made += 1
-        return Node("constant", token.span, value=value)
+        # An integer literal is a Python int (at most 301 digits, by the check above).
+        exact = int(token.text) if token.text.isdigit() else None
+        return Node("constant", token.span, value=value, exact=exact)
 
 
-def _keyword_operand(token: Token) -> ExpressionError:
-    """A Python keyword where an operand should be: never an input's name."""
+def _python_keyword(token: Token) -> ExpressionError:
+    """A Python keyword in an expression: never an input's name, nor an operator."""
     if token.text in ("True", "False"):
         message = _(
             "{word} is not a number here: write {number}",

@@ -3,6 +3,7 @@ symbolic answers judged by equivalence, and hostile answers refused as feedback.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -94,11 +95,70 @@ def test_typical_mistakes_get_their_code(
     assert result["feedback"]["message"]
 
 
-def test_unparsable_answers_say_where() -> None:
-    result = feedback(**_lesson_answer("gradients.a", "(1 + 2"))
+@pytest.mark.parametrize(
+    ("answer", "position", "where"),
+    [
+        ("(1 + 2", (0, 1), "at character 1:"),  # the '(' never closed
+        ("2*", (2, 2), "at character 3:"),  # nothing where the operand should be
+        ("10)", (2, 3), "at character 3:"),
+        ("1/0", (0, 3), "at characters 1 to 3:"),
+    ],
+)
+def test_unparsable_answers_say_where_counting_from_one(
+    answer: str, position: tuple[int, int], where: str
+) -> None:
+    """`position` is [start, end) from 0, for code; the sentence counts characters as a
+    learner does, from 1, and names a single character as one."""
+    result = feedback(**_lesson_answer("gradients.a", answer))
     assert result["feedback"]["code"] == "unparsable"
-    assert result["feedback"]["position"] == {"start": 0, "end": 1}
-    assert "0" in result["feedback"]["message"]
+    assert result["feedback"]["position"] == {"start": position[0], "end": position[1]}
+    assert result["feedback"]["message"].startswith(f"The answer cannot be read {where}")
+
+
+# An answer is one expression. Each of these would be judged by its program's output (and the
+# first four found correct) if programs were read as answers: `tanh(x * w)` at x = -6, w = 1.
+PROGRAM_ANSWERS = [
+    # (item, answer, position, the sentence's end)
+    ("value", "5; tanh(-6)", (3, 7), "a second statement starts at character 4."),
+    ("value", "q = tanh(-6)", (2, 3), "leave out the assignment 'q ='."),
+    ("gradients.x", "g = 1 - tanh(-6) ** 2", (2, 3), "leave out the assignment 'g ='."),
+    (
+        "derivatives.x",
+        "w = Value(1.0)\nw*(1-tanh(x*w)**2)",
+        (15, 16),
+        "a second statement starts at character 16.",
+    ),
+    ("nodes.0", "a, b = 0, 1 - tanh(-6) ** 2", (5, 6), "leave out the assignment 'a, b ='."),
+    ("value", "q = Value(-0.99)", (2, 3), "'q = Value(-0.99)' declares an input; write the number "
+     "alone."),
+    ("derivatives.w", "d = x\nd.backward()", (6, 7), "a second statement starts at character 7."),
+    ("derivatives.w", "x * w; x", (7, 8), "a second statement starts at character 8."),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("item", "answer", "position", "ending"), PROGRAM_ANSWERS)
+def test_an_answer_that_is_a_program_is_unparsable_at_what_makes_it_one(
+    item: str, answer: str, position: tuple[int, int], ending: str
+) -> None:
+    group, _, key = item.partition(".")
+    answers: dict[str, Any] = {"value": answer} if group == "value" else {group: {key: answer}}
+    result = feedback("tanh(x * w)", {"x": -6, "w": 1}, answers, item)
+    assert result["verdict"] == "incorrect"
+    assert result["feedback"]["code"] == "unparsable", result
+    assert result["feedback"]["position"] == {"start": position[0], "end": position[1]}
+    message = result["feedback"]["message"]
+    assert message == f"The answer must be one expression, not a program: {ending}"
+
+
+@pytest.mark.parametrize("answer", ["tanh(-6);", "tanh(-6)\n", "\ntanh(-6)  # the value"])
+def test_an_expression_ended_by_a_separator_is_still_one_expression(answer: str) -> None:
+    result = feedback("tanh(x * w)", {"x": -6, "w": 1}, {"value": answer}, "value")
+    assert result["verdict"] == "correct", result
+
+
+def test_backward_called_in_an_answer_is_unparsable() -> None:
+    result = feedback("a * a", {"a": 1.5}, {"derivatives": {"a": "a.backward()"}}, "derivatives.a")
+    assert result["feedback"]["code"] == "unparsable"
 
 
 def _lesson_answer(item: str, answer: Any) -> dict[str, Any]:
@@ -242,9 +302,57 @@ def test_hostile_symbolic_answers_are_feedback_not_failures(answer: str, code: s
     assert result["feedback"]["code"] == code, result
 
 
-def test_a_derivative_that_is_not_text_is_unparsable() -> None:
-    result = feedback("a * a", {"a": 1.5}, {"derivatives": {"a": 3}}, "derivatives.a")
-    assert result["feedback"]["code"] == "unparsable"
+@pytest.mark.parametrize(
+    ("expression", "number", "code"),
+    [
+        ("a - b", -1, "correct"),
+        ("a - b", 1, "wrong_sign"),
+        ("a * 2.5 + b", 2.5, "correct"),
+        ("a * 2.5 + b", -2.5, "wrong_sign"),
+        ("a * a", 3, "incorrect"),  # 2a is 3 at a = 1.5 only: a constant is no derivative of it
+    ],
+)
+def test_a_derivative_given_as_a_number_is_judged_as_its_text(
+    expression: str, number: float, code: str
+) -> None:
+    bindings = {variable: 1.5 for variable in EVALUATOR.compile(expression).parsed.variables}
+    name = "b" if expression == "a - b" else "a"
+    item = f"derivatives.{name}"
+    result = feedback(expression, bindings, {"derivatives": {name: number}}, item)
+    assert result["feedback"]["code"] == code, result
+    as_text = feedback(expression, bindings, {"derivatives": {name: repr(number)}}, item)
+    assert result["feedback"] == as_text["feedback"]
+
+
+def test_a_derivative_given_as_any_finite_number_is_judged_as_a_value_answer_is() -> None:
+    """Past the largest constant text may write (1e300), as a `value` answer may be: a JSON
+    number has no text to refuse."""
+    answers = {"value": 1e305, "derivatives": {"a": 1e305}}
+    results = check(EVALUATOR, "a * b", {"a": 1, "b": 2}, answers)["results"]
+    codes = {result["item"]: result["feedback"]["code"] for result in results}
+    assert codes["value"] == codes["derivatives.a"] == "incorrect"
+
+
+@pytest.mark.parametrize(
+    ("answer", "what"),
+    [
+        (True, "true or false"),
+        ([3], "a list"),
+        ({"a": 3}, "an object"),
+        (math.inf, "a number that is not finite"),
+        (math.nan, "a number that is not finite"),
+        # past a double, as `read_number` reads it
+        pytest.param(10**400, "a number that is not finite", id="10**400"),
+    ],
+)
+def test_a_derivative_that_is_neither_text_nor_a_finite_number_is_unparsable(
+    answer: Any, what: str
+) -> None:
+    result = feedback("a * a", {"a": 1.5}, {"derivatives": {"a": answer}}, "derivatives.a")
+    assert result["feedback"] == {
+        "code": "unparsable",
+        "message": f"The answer must be an expression written as text, or a number, not {what}.",
+    }
 
 
 # -- over HTTP ----------------------------------------------------------------------------------
@@ -287,6 +395,19 @@ def test_check_over_http(client: FlaskClient) -> None:
     assert by_item["derivatives.c"]["verdict"] == "unanswered"
     assert document["score"] == 5 / 7
     assert by_item["nodes.4"]["expected"] == 1
+
+
+def test_derivatives_given_as_json_numbers_over_http(client: FlaskClient) -> None:
+    body = (
+        b'{"expression": "a - b * 2", "bindings": {"a": 1, "b": 1}, '
+        b'"answers": {"derivatives": {"a": 1, "b": -Infinity}}}'
+    )
+    response = client.post("/v1/check", data=body, content_type="application/json")
+    assert response.status_code == 200
+    by_item = {result["item"]: result for result in response.get_json()["results"]}
+    assert by_item["derivatives.a"]["verdict"] == "correct"
+    assert by_item["derivatives.b"]["feedback"]["code"] == "unparsable"
+    assert "not finite" in by_item["derivatives.b"]["feedback"]["message"]
 
 
 @pytest.mark.parametrize(

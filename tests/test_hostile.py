@@ -905,6 +905,13 @@ SWEEP = [
                  id="plot-expression-twice"),
     pytest.param(plot_url("expression=x&vary=x:0:1:3&output=x&output=y", "validation-error"),
                  id="plot-output-twice"),
+    # So has a name bound twice: neither binding is read as the one meant.
+    pytest.param(plot_url("expression=x*y&vary=x:0:1:3&bind=y:1&bind=y:2", "validation-error"),
+                 id="plot-binding-twice"),
+    pytest.param(plot_url("expression=x*y&vary=x:0:1:3&bind=y:1&bind=x:0&bind=x:1",
+                          "validation-error"), id="plot-varied-binding-twice"),
+    pytest.param(plot_url("expression=x*y&vary=x:0:1:3&" + "&".join(["bind=y:1"] * 5000),
+                          "validation-error"), id="plot-binding-5000-times"),
 ]  # fmt: skip
 
 
@@ -1101,6 +1108,15 @@ ANSWER_PAYLOADS = [
     "\x00a",
     "\ud800",
     "\u0430 * b",
+    # Programs, not expressions: each was judged by its output, and found right for some item of
+    # `a * b` at a = 3, b = 4 (value 12, gradient of a 4, derivative by a `b`).
+    "12; 4",
+    "q = 12",
+    "g = b",
+    "b = Value(4.0)\nb",
+    "d = b\nd.backward()",
+    "q, g = 12, 4",
+    "4;" * 499 + "4",  # 500 statements within an answer's 1000 characters
 ]
 
 CHECK_PROBLEMS = [

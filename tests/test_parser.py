@@ -151,7 +151,7 @@ def test_variables_in_order_of_first_appearance() -> None:
         ("__import__('os')", "unknown_function", (0, 11)),
         ("().__class__", "unexpected_token", (0, 2)),
         ("a.b", "unsupported_syntax", (1, 3)),
-        ("lambda x: x", "unsupported_syntax", (0, 8)),
+        ("lambda x: x", "unsupported_syntax", (0, 6)),
         # a keyword is never an input's name, even where nothing follows it
         ("a * True", "unsupported_syntax", (4, 8)),
         ("None + a", "unsupported_syntax", (0, 4)),

@@ -313,8 +313,10 @@ def test_unused_statements_add_no_nodes_and_are_warned_about() -> None:
         ("p, q = 1, 2\nr = p * q * a", []),
         # A tuple assignment's values are read one by one: q is not read by the output.
         ("p, q = a, a * 2\nr = p * 2", ["q"]),
-        # An alias the output never reads is unused, though its node is the output's own.
-        ("x = a * 2; y = x; z = x + 1", ["y"]),
+        # An alias of a value the output's graph holds names nothing the output could use, as
+        # `xmg, ymg = x, y` at the end of micrograd's tests: not warned about.
+        ("x = a * 2; y = x; z = x + 1", []),
+        ("y = a * 2\ny.backward()\nymg, amg = y, a", []),
         ("x = a * 2; x = x * 3; z = a", ["x", "x"]),
     ],
 )
@@ -417,6 +419,7 @@ REFUSED = [
     ("from micrograd.engine import Value\nx = Value(1.0)", "unsupported_syntax", (0, 34),
      "remove the import line: Value is built in"),
     ("import torch", "unsupported_syntax", (0, 12), "remove the import line"),
+    ("import \\\n  torch\ny = a", "unsupported_syntax", (0, 16), "remove the import line"),
     ("x = Value(1.0)\nprint(x)", "unknown_function", (15, 21),
      "the response already carries every value and gradient"),
     ("x = Value(1.0)\ny = x.data", "unsupported_syntax", (20, 25), "already carries"),
@@ -424,7 +427,7 @@ REFUSED = [
     ("def f(x):\n  return x", "unsupported_syntax", (0, 9), "without its def line"),
     ("for i in a: a", "unsupported_syntax", (0, 13), "loops"),
     ("if a > 0: a", "unsupported_syntax", (0, 11), "conditions"),
-    ("f = lambda x: x", "unsupported_syntax", (4, 12), "lambda"),
+    ("f = lambda x: x", "unsupported_syntax", (4, 10), "lambda"),
     ("x = a.foo()", "unsupported_syntax", (5, 9), "methods are relu(), exp(), log() and tanh()"),
     ("x = a.relu(2)", "wrong_arity", (5, 13), "no arguments"),
     ("x = math.exp(2)", "unsupported_syntax", (4, 15), "write exp(...), which is built in"),
@@ -449,6 +452,20 @@ REFUSED = [
     ("x **= 2", "unsupported_syntax", (2, 5), "write x = x ** k"),
     ("x = (a +\ny = 2", "unbalanced_parenthesis", (4, 5), "never closed"),
     ("x = (a + b; y = 2", "unbalanced_parenthesis", (4, 5), "never closed"),
+    # a keyword is refused where it stands, among tuple targets or after an operand
+    ("a, if b = 1, 2", "unsupported_syntax", (3, 5), "'if'"),
+    ("y = x.relu() if x else 1", "unsupported_syntax", (13, 15), "'if'"),
+    ("a, b.c = 1, 2", "unsupported_syntax", (4, 5), "only names separated by commas"),
+    ("a, *b = 1, 2", "unsupported_syntax", (3, 4), "only names separated by commas"),
+    ("a, b += 1, 2", "unsupported_syntax", (5, 7), "+= assigns one name at a time"),
+    ("True.backward()", "unsupported_syntax", (0, 4), "True is not a number here"),
+    ("exp.backward()", "function_name", (0, 3), "exp is a function"),
+    ("y = a\ny.backward(1)", "unsupported_syntax", (7, 19), "backward() takes no arguments"),
+    ("y = a.relu(", "unbalanced_parenthesis", (10, 11), "never closed"),
+    ("print a", "unsupported_syntax", (0, 5), "print is not needed"),
+    ("y = a²", "invalid_character", (5, 6), "write a power as x ** 2"),
+    ("y = a \\ # more\n+ 1", "unsupported_syntax", (6, 7), "nothing may follow a backslash"),
+    ("y = a \\", "unsupported_syntax", (6, 7), "the text ends here"),
 ]  # fmt: skip
 
 
@@ -462,6 +479,41 @@ def test_refused(text: str, kind: str, span: tuple[int, int], says: str | None) 
         assert says in error.message
     assert error.line == text.count("\n", 0, span[0]) + 1
     assert error.column == span[0] - (text.rfind("\n", 0, span[0]) + 1) + 1
+
+
+@pytest.mark.parametrize(
+    "program",
+    ["y = a * 2\ny.backward(\n)", "y = a * 2\ny.backward(  # the output\n)"],
+)
+def test_backward_may_be_written_over_lines(program: str) -> None:
+    assert evaluator.evaluate(program, {"a": 3})["output"] == "y"
+
+
+def test_backward_from_an_input_makes_the_input_the_output() -> None:
+    # micrograd's `x.backward()` on a leaf: its grad is 1, as the request field `output` gives
+    program = "y = x * 2\nx.backward()"
+    document = evaluator.evaluate(program, {"x": 3})
+    named = evaluator.evaluate("y = x * 2", {"x": 3}, output="x")
+    assert document["graph"] == named["graph"]
+    assert (document["value"], document["gradients"], document["output"]) == (3.0, {"x": 1.0}, "x")
+    assert [w["name"] for w in document["warnings"]] == ["y"]
+
+
+@pytest.mark.parametrize(
+    ("expression", "value"),
+    [
+        # Python's integers are exact: these fold as Python folds them, not as floats would.
+        ("x * ((10**17 + 1) - 10**17)", 2.0),
+        ("x * (3**40 - 3**40 + 1)", 2.0),
+        ("x * (-(10**17) + 10**17 + 1)", 2.0),
+        ("x ** (10**17 + 1 - 10**17)", 2.0),
+        # ... and `/` and non-integer numbers give floats, as in Python.
+        ("x * ((10**17 + 1) / 10**17)", 2.0),
+        ("x * ((1e17 + 1) - 1e17)", 0.0),
+    ],
+)
+def test_integer_constants_fold_exactly(expression: str, value: float) -> None:
+    assert evaluator.evaluate(expression, {"x": 2}, "primitive")["value"] == value
 
 
 def test_the_statement_limit() -> None:

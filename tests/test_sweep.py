@@ -485,3 +485,31 @@ def test_a_point_that_is_not_a_number_is_pointed_at_in_points() -> None:
     )
     assert response.status_code == 422
     assert [error["pointer"] for error in response.get_json()["errors"]] == ["/points/1/x"]
+
+
+@pytest.mark.parametrize(
+    ("query", "names"),
+    [
+        ("expression=x*y&vary=x:0:1:3&bind=y:1&bind=y:2", ["y"]),
+        ("expression=x*y&vary=x:0:1:3&bind=y:1&bind=y:1", ["y"]),  # even to the same number
+        ("expression=x*y&vary=x:0:1:3&bind=x:1&bind=y:2&bind=x:2", ["x"]),  # a varied one too
+        ("expression=x*y*z&vary=x:0:1:3&bind=z:1&bind=y:1&bind=y:2&bind=z:2", ["z", "y"]),
+    ],
+)
+def test_a_name_bound_twice_in_the_get_form_is_refused_not_read_as_its_last(
+    client: FlaskClient, query: str, names: list[str]
+) -> None:
+    response = client.get(f"/v1/sweep?{query}&format=json")
+    assert response.status_code == 422
+    problem = response.get_json()
+    assert problem["type"].endswith("/validation-error")
+    assert problem["errors"] == [
+        {"pointer": "/bind", "detail": f"{name} is bound more than once; bind it once"}
+        for name in names
+    ]
+
+
+def test_a_varied_name_may_be_bound_once_to_mark_its_point(client: FlaskClient) -> None:
+    response = client.get("/v1/sweep?expression=x*y&vary=x:0:1:3&bind=y:2&bind=x:1&format=json")
+    assert response.status_code == 200
+    assert response.get_json()["value"] == [0.0, 1.0, 2.0]

@@ -31,9 +31,11 @@ def check_answers(body: dict[str, Any]) -> Response:
     """Check a learner's answers
 
     `answers` may hold the output's `value`, `gradients` by variable, `nodes` by graph node id
-    or by name (the gradient reaching it) and `derivatives` by variable (expression text, judged
-    by mathematical equivalence). A name a program reassigns means its last assignment, as in
-    Python: the nodes its earlier assignments made are answered, and listed, by their ids.
+    or by name (the gradient reaching it) and `derivatives` by variable (expression text, or a
+    number for a constant, judged by mathematical equivalence). Each answer is one expression:
+    a program (a second statement, an assignment, a declaration) is `unparsable`. A name a
+    program reassigns means its last assignment, as in Python: the nodes its earlier
+    assignments made are answered, and listed, by their ids.
     Every item gets a verdict (`correct`, `incorrect`, `unanswered`) and feedback: a code naming
     the likely mistake (`wrong_sign`, `one_path_only`, `wrong_local_derivative`, `dead_relu`,
     `outside_tolerance`, `not_a_number`, `unparsable`, ...) and a sentence in the language

@@ -765,7 +765,8 @@ class DerivativesSchema(Schema):
 # -- checking answers (POST /v1/check) and exercises (POST /v1/exercises) --------------------
 
 _ANSWER = (
-    "A number (JSON number, or text of a constant such as `-1/2`); null or absent: unanswered."
+    "A number (JSON number, or text of a constant such as `-1/2`: one expression, not a "
+    "program); null or absent: unanswered."
 )
 
 
@@ -803,8 +804,10 @@ class AnswersSchema(Schema):
         f"node an earlier assignment gave the same name is answered by its id. {_ANSWER}"
     )
     derivatives = _answers(
-        "Variable name to the derivative of the output with respect to it, as an expression "
-        "in our language (e.g. `2*a*b`); judged by mathematical equivalence."
+        "Variable name to the derivative of the output with respect to it, as one expression "
+        "in our language (e.g. `2*a*b`; not a program: no assignments, declarations or second "
+        "statement), or a JSON number for a constant derivative; judged by mathematical "
+        "equivalence."
     )
 
 

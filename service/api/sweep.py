@@ -4,12 +4,22 @@ GET /v1/sweep: the same plot from a URL, for `<img src>`."""
 from __future__ import annotations
 
 import re
+from collections import Counter
 from typing import Any
 
 import orjson
 from apispec import APISpec
 from flask import Response, request
-from marshmallow import RAISE, Schema, ValidationError, fields, post_load, pre_load, validate
+from marshmallow import (
+    RAISE,
+    Schema,
+    ValidationError,
+    fields,
+    post_load,
+    pre_load,
+    validate,
+    validates,
+)
 
 from service import sweep as sweeps
 from service.api import evaluator, json_response, language
@@ -159,7 +169,10 @@ class PlotQuerySchema(Schema):
     bind = fields.List(
         _BindingText(),
         load_default=list,
-        metadata={"description": "`name:number` for each variable that is not varied."},
+        metadata={
+            "description": "`name:number` for each variable that is not varied; binding a "
+            "varied variable too marks that point on the plot. Each name is bound at most once."
+        },
     )
     output = output_name()
     format = fields.String(
@@ -181,6 +194,17 @@ class PlotQuerySchema(Schema):
             if repeated:
                 raise ValidationError(repeated)
         return query
+
+    @validates("bind")
+    def once_per_name(self, bind: list[tuple[str, float]], **kwargs: Any) -> None:
+        """A name bound twice (`bind=y:1&bind=y:2`) has no single value, as a parameter given
+        twice has none: refused, not read as its last binding."""
+        counts = Counter(name for name, _value in bind)
+        twice = [name for name, count in counts.items() if count > 1]
+        if twice:
+            raise ValidationError(
+                [_("{name} is bound more than once; bind it once", name=name) for name in twice]
+            )
 
     @post_load
     def as_body(self, query: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
