@@ -32,7 +32,7 @@ from service.budget import time_budget
 from service.derivatives import DEFAULT_SYMBOLIC_LIMITS
 from service.engine import Value
 from service.errors import AutogradError, BudgetExceeded, DomainError, ExpressionError, Span
-from service.evaluator import Evaluator, run
+from service.evaluator import Compiled, Evaluator, run
 from service.i18n import Message, _, _n
 from service.limits import Limits
 from service.parser import Node, ParsedExpression, parse
@@ -299,12 +299,31 @@ def _correct() -> dict[str, Any]:
     return _feedback("correct", _("Correct."))
 
 
-def _incorrect() -> dict[str, Any]:
+def _incorrect(forward: bool = False) -> dict[str, Any]:
+    if forward:
+        return _feedback(
+            "incorrect",
+            _(
+                "Not correct. Go through the forward pass again: work out each node's value "
+                "from its children's values, in order, up to the output."
+            ),
+        )
     return _feedback(
         "incorrect",
         _(
             "Not correct. Go back through the graph edge by edge: incoming gradient × local "
             "derivative = contribution, and the contributions reaching a node add up."
+        ),
+    )
+
+
+def _wrong_sign_forward() -> dict[str, Any]:
+    return _feedback(
+        "wrong_sign",
+        _(
+            "The size is right but the sign is wrong: look for a sign slip in the forward "
+            "pass, such as a subtraction taken the wrong way round or the minus sign of a "
+            "negative value dropped."
         ),
     )
 
@@ -328,9 +347,14 @@ def judge(
     predicted: list[list[float]],
     mistakes: Mistakes,
     tolerance: Tolerance,
+    forward: bool = False,
 ) -> dict[str, Any]:
     """The feedback for an answer given at one or more points: correct, the slip every point
-    agrees on, close, or plainly incorrect. `predicted[j]` are the slips' answers at point j."""
+    agrees on, close, or plainly incorrect. `predicted[j]` are the slips' answers at point j.
+
+    `forward`: the answer is the output's value, which the forward pass computes, so its
+    feedback speaks of that pass rather than of gradients (its only slip is the flipped sign).
+    """
     points = range(len(answers))
     if all(tolerance.accepts(answers[j], expected[j]) for j in points):
         return _correct()
@@ -342,10 +366,12 @@ def judge(
             continue
         # A slip that gives the right answer everywhere is no mistake at all.
         if not all(accepts(predicted[j][i], expected[j]) for j in points):
+            if forward:
+                return _wrong_sign_forward()
             return _feedback(mistakes.all[i].code, mistakes.message(i))
     if all(CLOSE.accepts(answers[j], expected[j]) for j in points):
         return _close(tolerance)
-    return _incorrect()
+    return _incorrect(forward)
 
 
 # -- reading answers ---------------------------------------------------------------------------
@@ -447,11 +473,15 @@ def _json_kind(value: Any) -> Message:
 
 
 def _json_number(answer: Any) -> float | None:
-    """A JSON number given as an answer, as a double (infinite when past a double's range, as
-    1e400 is); None for any other answer, `true` too, though Python's bool is an int."""
+    """A JSON number given as an answer, as a double: every finite double is one, up to
+    1.7976931348623157e308; an integer past a double's range (10**400) is infinite. None for
+    any other answer, `true` too, though Python's bool is an int."""
     if not isinstance(answer, int | float) or isinstance(answer, bool):
         return None
-    return float(answer) if abs(answer) < 1e308 else math.inf
+    try:
+        return float(answer)
+    except OverflowError:  # only an int can be too large for a double
+        return math.inf
 
 
 def read_number(answer: Any) -> float:
@@ -588,7 +618,8 @@ def check(
                 symbolic = _Symbolic(
                     evaluator,
                     expression,
-                    compiled.parsed,
+                    compiled,
+                    bindings,
                     output,
                     variable_node,
                     tolerance,
@@ -710,7 +741,8 @@ def _judge_number(
         return
     expected = item.expected
     predicted = mistakes.answers(target)
-    item.feedback = judge([answer], [expected], [predicted], mistakes, tolerance)
+    forward = target is None  # the value
+    item.feedback = judge([answer], [expected], [predicted], mistakes, tolerance, forward)
     if target not in (None, UNUSED) and item.feedback["code"] == "incorrect" and expected == 0:
         relu = _dead_relu_on_path(expression, document, target)
         if relu is not None:
@@ -738,13 +770,18 @@ class _Symbolic:
     With relus the expression is piecewise, and its derivative is judged on the piece the
     bindings lie on, which a learner can write: `b` for d relu(a*b)/da where a*b > 0, not
     sympy's `b*Heaviside(a*b, 0)`, which no answer can. Every sample point lies on that piece.
+    The piece is the engine's: which relus its forward pass found on, not what sympy makes of
+    their inputs, since the two may add the same floats in different orders and land on
+    opposite sides of 0 (`relu(a - b + c)` at a = 1.1, b = 0.1, c = -1 is off for the engine,
+    whose 0.0 is exact, and on for sympy, whose sum is 8e-17).
     """
 
     def __init__(
         self,
         evaluator: Evaluator,
         expression: str,
-        parsed: ParsedExpression,
+        compiled: Compiled,
+        bindings: Mapping[str, float] | None,
         output: str | None,
         variable_node: dict[str, int],
         tolerance: Tolerance,
@@ -753,14 +790,20 @@ class _Symbolic:
         self.evaluator = evaluator
         self.expression = expression
         self.output = output
-        self.parsed = parsed
+        self.compiled = compiled
+        self.parsed = parsed = compiled.parsed
         self.variable_node = variable_node
         self.tolerance = tolerance
         self.points: list[tuple[dict[str, float], dict[str, Any], Mistakes]] | None = None
-        # The bindings' point (the output's inputs' values), and the piece it lies on.
-        nodes = document["graph"]["nodes"]
-        self.at = {node["label"]: node["value"] for node in nodes if node["kind"] == "variable"}
+        # The bindings' point, and the piece it lies on. Every input is in the point, those the
+        # output does not use too (after the others): an answer may use them, as the
+        # derivative by one of them (0) may be written `u - u`.
+        self.nodes = nodes = document["graph"]["nodes"]
+        bound = evaluator.bind(parsed, bindings or {})
+        used = [node["label"] for node in nodes if node["kind"] == "variable"]
+        self.at = {name: bound[name].data for name in dict.fromkeys([*used, *parsed.inputs])}
         self.piece = _relu_states(document)
+        self._on_piece: sympy.Expr | None = None
 
     def sample(self) -> list[tuple[dict[str, float], dict[str, Any], Mistakes]]:
         """Up to SAMPLE_POINTS points where the expression and its gradients are finite, the
@@ -775,7 +818,7 @@ class _Symbolic:
                     point = {
                         name: round(rng.uniform(0.2, 2.5), 6)
                         * (rng.choice((-1, 1)) if negative else 1)
-                        for name in self.parsed.variables
+                        for name in self.parsed.inputs
                     }
                 else:  # the bindings' piece is small: points around the bindings
                     point = {
@@ -793,24 +836,39 @@ class _Symbolic:
                     break
         return self.points
 
-    def derivative(self, name: str) -> sympy.Expr:
-        """The derivative on the bindings' piece: each relu and its derivative (Heaviside) as
-        they are there, its input or 0 and 1 or 0 (0 at the kink, as micrograd's relu)."""
+    def on_piece(self) -> sympy.Expr:
+        """The output on the bindings' piece, built from the tree as `ParsedExpression.sympy`
+        is, but with each relu as the engine's forward pass left it: its input where the relu's
+        local derivative is 1, and 0 where it is 0 (at the kink too, as micrograd's relu). Its
+        derivative is then the piece's, with no Heaviside left to decide."""
+        if self._on_piece is None:
+            if not self.piece:  # no relu: one piece, the whole expression
+                self._on_piece = self.parsed.sympy
+            else:
+                self._on_piece = self._build_piece()
+        return self._on_piece
+
+    def _build_piece(self) -> sympy.Expr:
+        # Each relu decided by its own tree node as the tree is built: replacing sympy's relu
+        # terms afterwards could not, since one term (`relu(a - b + c)`) may stand for relus the
+        # engine found on and off (`relu(a - b + c) + relu(a + c - b)`).
         import sympy
 
-        from service.symbolic import relu
+        from service import symbolic
 
-        derivative = sympy.diff(self.parsed.sympy, sympy.Symbol(name, real=True))
-        at = {sympy.Symbol(name, real=True): value for name, value in self.at.items()}
+        node_of, nodes = self.compiled.node_of, self.nodes
 
-        def on_piece(atom: sympy.Expr) -> sympy.Expr:
-            positive = bool(atom.args[0].xreplace(at) > 0)
-            if isinstance(atom, relu):
-                return atom.args[0] if positive else sympy.Integer(0)
-            return sympy.Integer(int(positive))
+        def piece(node: Node, operand: sympy.Expr) -> sympy.Expr:
+            on = nodes[node_of[node]]["local_grads"][0] > 0
+            return operand if on else sympy.Integer(0)
 
-        # Bottom up, so a relu inside another's input is replaced too.
-        return derivative.replace(lambda e: isinstance(e, relu | sympy.Heaviside), on_piece)
+        return symbolic.from_tree(self.parsed.postorder(), self.parsed.root, relu=piece)
+
+    def derivative(self, name: str) -> sympy.Expr:
+        """The derivative on the bindings' piece."""
+        import sympy
+
+        return sympy.diff(self.on_piece(), sympy.Symbol(name, real=True))
 
     def judge(self, item: _Item, name: str, reveal: bool) -> None:
         if reveal:
@@ -823,7 +881,9 @@ class _Symbolic:
         except Unreadable as unreadable:
             item.feedback = unreadable.feedback
             return
-        strangers = [v for v in answer.variables if v not in self.parsed.variable_set]
+        # Any input of the program may appear, those the output does not use too (its
+        # derivative by one of them is 0, which `u - u` writes as well as `0`).
+        strangers = [v for v in answer.variables if v not in self.parsed.input_set]
         if strangers:
             item.feedback = _feedback(
                 "unknown_variable",

@@ -10,9 +10,11 @@ way.
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import math
 import os
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,12 +23,40 @@ from typing import Any, BinaryIO
 from service.derivatives import Differentiator
 from service.errors import AutogradError, line_feeds
 from service.evaluator import DEFAULT_GRANULARITY, GRANULARITIES, Evaluator
+from service.i18n import _
 from service.kinds import core_problem
 from service.limits import DEFAULT_LIMITS
 from service.pictures import GRAPH_FORMATS, PLOT_FORMATS, draw, plot
 from service.sweep import Axis, at_bindings, caption, sweep, to_json
 
 PROGRAM = "autograd-service"  # the console script pyproject.toml installs
+MAX_INDENT = 16  # json.dumps writes the indent on every line: a huge one would run for long
+
+# A number as the HTTP API's JSON and the language write it: ASCII digits, a sign, a point, an
+# exponent; not float()'s `1_000` or other scripts' digits. NaN and infinity are read, to be
+# refused by the core by the binding's name as the HTTP API refuses JSON's `NaN` and `Infinity`.
+_NUMBER = re.compile(
+    r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:e[+-]?[0-9]+)?|inf|infinity|nan)",
+    re.ASCII | re.IGNORECASE,
+)
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+_JSON_WHITESPACE = " \t\n\r"
+
+
+def _number(text: str) -> float:
+    """`text` as a number; a ValueError for anything but the forms above."""
+    number = text.strip(_JSON_WHITESPACE)
+    if not _NUMBER.fullmatch(number):
+        raise ValueError(text)
+    return float(number)
+
+
+def _integer(text: str) -> int:
+    """`text` as a whole number in ASCII digits; a ValueError for anything else."""
+    number = text.strip(_JSON_WHITESPACE)
+    if not _INTEGER.fullmatch(number):
+        raise ValueError(text)
+    return int(number)
 
 
 def _binding(text: str) -> tuple[str, float]:
@@ -34,23 +64,57 @@ def _binding(text: str) -> tuple[str, float]:
     if not sep or not name:
         raise argparse.ArgumentTypeError(f"expected NAME=NUMBER, got {text!r}")
     try:
-        return name.strip(), float(value)
+        return name.strip(), _number(value)
     except ValueError:
         message = f"{name} must be bound to a number, got {value!r}"
         raise argparse.ArgumentTypeError(message) from None
 
 
+def _bindings(texts: Sequence[str]) -> dict[str, float]:
+    """Each NAME=NUMBER read; a name bound twice is refused, as the HTTP API refuses a key given
+    twice, rather than one of its values silently kept."""
+    bindings: dict[str, float] = {}
+    for text in texts:
+        name, value = _binding(text)
+        if name in bindings:
+            raise argparse.ArgumentTypeError(
+                _("{name} is bound more than once; bind it once", name=name)
+            )
+        bindings[name] = value
+    return bindings
+
+
 def _step(text: str) -> float:
     """The step of the difference quotients: a positive finite number, as the API takes."""
     try:
-        step = float(text)
+        step = _number(text)
     except ValueError:
         step = math.nan
     if not (math.isfinite(step) and step > 0):
-        raise argparse.ArgumentTypeError(
-            f"the step must be a positive finite number, got {text.strip()!r}"
-        )
+        raise argparse.ArgumentTypeError(f"the step must be a positive finite number, got {text!r}")
     return step
+
+
+def _indent(text: str) -> int:
+    try:
+        indent = _integer(text)
+    except ValueError:
+        indent = -1
+    if not 0 <= indent <= MAX_INDENT:
+        raise argparse.ArgumentTypeError(
+            _(
+                "the indent must be a whole number from 0 to {maximum}, got {text}",
+                maximum=MAX_INDENT,
+                text=repr(text),
+            )
+        )
+    return indent
+
+
+def _file_name(text: str) -> Path:
+    if not text:  # Path("") is the current directory
+        raise argparse.ArgumentTypeError(_("the file name is empty"))
+    return Path(text)
 
 
 def _add_source_arguments(
@@ -58,12 +122,12 @@ def _add_source_arguments(
 ) -> None:
     """What every command reads: the expression or a program (given, or read from a file), the
     values of its inputs, and which name is the output."""
+    # The positional arguments are read by _parse_arguments, not argparse; they are declared for
+    # the usage and the help.
     command.add_argument(
         "expression", nargs="?", help=f'for example "{example}"; leave out with --file'
     )
-    command.add_argument(
-        "bindings", nargs="*", type=_binding, metavar="NAME=NUMBER", help=bindings_help
-    )
+    command.add_argument("bindings", nargs="*", metavar="NAME=NUMBER", help=bindings_help)
     command.add_argument(
         "-f",
         "--file",
@@ -74,10 +138,16 @@ def _add_source_arguments(
 
 
 def _add_indent_argument(command: argparse.ArgumentParser, default: int) -> None:
-    command.add_argument("--indent", type=int, default=default, help="JSON indent (0: one line)")
+    command.add_argument(
+        "--indent",
+        type=_indent,
+        default=default,
+        help=f"JSON indent (0: one line; at most {MAX_INDENT})",
+    )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """The program's parser, and each command's by its name."""
     parser = argparse.ArgumentParser(
         prog=PROGRAM, description="Forward pass, gradients and backward schedule."
     )
@@ -104,58 +174,144 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_indent_argument(differentiate, 2)
     add_sweep_command(commands)
-    return parser
+    return parser, commands.choices
 
 
 def _run(args: argparse.Namespace) -> dict[str, Any]:
-    bindings = dict(args.bindings)
     if args.command == "derivatives":
         return Differentiator().differentiate(
-            args.expression, bindings, args.variables, args.h, args.output
+            args.expression, args.bindings, args.variables, args.h, args.output
         )
-    return Evaluator().evaluate(args.expression, bindings, args.granularity, args.output)
+    return Evaluator().evaluate(args.expression, args.bindings, args.granularity, args.output)
 
 
 def _parse_arguments(argv: Sequence[str]) -> argparse.Namespace:
-    # `-a*b` would be taken for an option. argparse reads any argument containing a space as a
-    # value, so such an expression gets a leading space while parsing, taken off afterwards.
-    protected = []
-    for i, arg in enumerate(argv):
-        is_option = arg in ("-h", "-f") or (i > 0 and argv[i - 1] == "-f")  # `-f -` is stdin
-        keep = is_option or not arg.startswith("-") or arg.startswith("--")
-        protected.append(arg if keep else f" {arg}")
-    parser = build_parser()
-    # Bindings may also follow an option (`eval "a*b" --granularity primitive a=2 b=3`), which
-    # argparse leaves over once the positional list has ended.
-    args, rest = parser.parse_known_args(protected)
+    """The command's options as argparse reads them; the expression or file, and the bindings."""
+    parser, commands = build_parser()
+    if not argv or argv[0] not in commands:
+        parser.parse_args(argv)  # the help, or argparse's error naming the commands: it exits
+    command = commands[argv[0]]
+    options, positionals = _split(command, argv[1:])
+    args, unknown = command.parse_known_args(options)
+    # argparse reads an unknown option like a negative number (`-1`) as a positional argument.
+    unknown += [arg for arg in (args.expression, *(args.bindings or ())) if arg is not None]
+    if unknown:
+        command.error(_unrecognized(unknown, command))
+    args.command = argv[0]
+    if args.file is not None:  # with a file, every positional argument is a binding
+        args.expression = _read(args.file, command)
+    elif positionals:
+        args.expression = _argument_text(positionals.pop(0), "the expression", command)
+    else:
+        command.error("give an expression, or a program with --file")
     try:
-        args.bindings += [_binding(arg) for arg in rest]
+        args.bindings = _bindings(positionals)
     except argparse.ArgumentTypeError as error:
-        parser.error(str(error))
-    if getattr(args, "expression", None) is not None and args.expression not in argv:
-        args.expression = args.expression[1:]
-    if getattr(args, "command", None) in ("eval", "sweep", "derivatives"):
-        if args.file is not None:
-            # With a file, every positional argument is a binding.
-            if args.expression is not None:
-                try:
-                    args.bindings.insert(0, _binding(args.expression))
-                except argparse.ArgumentTypeError as error:
-                    parser.error(str(error))
-            args.expression = _read(args.file, parser)
-        elif args.expression is None:
-            parser.error("give an expression, or a program with --file")
+        command.error(str(error))
+    if args.command == "sweep" and (args.vary is None) == (args.point is None):
+        command.error("sweep takes either --vary (once or twice) or --point")
     return args
+
+
+def _split(command: argparse.ArgumentParser, argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """`argv`'s options, for argparse, and its positional arguments, in order.
+
+    The expression may start with `-` (`-a*b`, `-a`), which argparse would take for an option, so
+    the positional arguments are told apart here: an argument naming none of the command's options
+    is the expression when it comes first, with no --file; otherwise one starting with `-` is an
+    unknown option, left to argparse to report. An option's value starting with `-` is attached
+    to it (`--file=-`, `-f-`), where argparse reads it as the value rather than as an option."""
+    known = command._option_string_actions  # every option string of the command's, and --help
+    options: list[str] = []
+    positionals: list[str] = []
+    leading_dash = False  # the first positional argument starts with `-`
+    reads_file = False
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        i += 1
+        if arg == "--":  # what follows is positional, `-f*x` too
+            positionals += argv[i:]
+            break
+        found = _option(arg, known)
+        if found is None:
+            if arg.startswith("-") and len(arg) > 1 and (positionals or arg.startswith("--")):
+                options.append(arg)
+            else:
+                leading_dash |= not positionals and arg.startswith("-")
+                positionals.append(arg)
+            continue
+        action, attached = found
+        reads_file |= action.dest == "file"
+        if action.nargs == 0 or attached or i == len(argv) or _option(argv[i], known) is not None:
+            options.append(arg)  # without a value, argparse says it is missing
+            continue
+        value = argv[i]
+        i += 1
+        if value.startswith("-"):
+            options.append(f"{arg}={value}" if arg.startswith("--") else f"{arg}{value}")
+        else:
+            options += [arg, value]
+    if leading_dash and reads_file:
+        options.append(positionals.pop(0))  # not a binding either: an unknown option
+    return options, positionals
+
+
+def _option(arg: str, known: dict[str, argparse.Action]) -> tuple[argparse.Action, bool] | None:
+    """The option `arg` names as argparse reads it, and whether its value is attached: exactly,
+    by a unique abbreviation of a long option, with `=VALUE`, or a short one with its value
+    following (`-fFILE`). None for anything else, as `-a*b`."""
+    if arg.startswith("--"):
+        name, equals, _value = arg.partition("=")
+        if name in known:
+            return known[name], bool(equals)
+        matches = {known[o] for o in known if o.startswith("--") and o.startswith(name)}
+        return (matches.pop(), bool(equals)) if len(matches) == 1 else None
+    short = known.get(arg[:2]) if arg.startswith("-") and len(arg) > 1 else None
+    if short is None or (len(arg) > 2 and short.nargs == 0):  # `-hx` is an expression
+        return None
+    return short, len(arg) > 2
+
+
+def _unrecognized(unknown: list[str], command: argparse.ArgumentParser) -> str:
+    """argparse's report of unknown options, with the option most like the first one."""
+    arguments = " ".join(unknown)
+    options = [o for o in command._option_string_actions if o.startswith("--")]
+    close = difflib.get_close_matches(unknown[0].partition("=")[0], options, n=1)
+    if close:
+        return _(
+            "unrecognized arguments: {arguments}; did you mean {option}?",
+            arguments=arguments,
+            option=close[0],
+        )
+    return _("unrecognized arguments: {arguments}", arguments=arguments)
+
+
+def _argument_text(arg: str, what: str, parser: argparse.ArgumentParser) -> str:
+    """An argument as given, or a usage error for one that is not UTF-8: Python hands such bytes
+    over as lone surrogates (U+DC80 to U+DCFF), which would otherwise be reported as characters."""
+    try:
+        arg.encode("utf-8")
+    except UnicodeEncodeError:
+        try:
+            data = os.fsencode(arg)  # the bytes given
+        except UnicodeEncodeError:  # a surrogate no byte stands for: the core refuses it
+            return arg
+        return _utf8(data, what, parser)
+    return arg
 
 
 def _read(file: BinaryIO, parser: argparse.ArgumentParser) -> str:
     """A file's text as UTF-8, without the byte-order mark some editors write first."""
     with file:
         source = file.read()
+    return _utf8(source, "standard input" if file is sys.stdin.buffer else file.name, parser)
+
+
+def _utf8(source: bytes, where: str, parser: argparse.ArgumentParser) -> str:
     try:
         return source.decode("utf-8-sig")
     except UnicodeDecodeError as error:
-        where = "standard input" if file is sys.stdin.buffer else file.name
         parser.error(
             f"{where} is not UTF-8 text: byte 0x{source[error.start]:02x} at byte {error.start}"
         )
@@ -170,7 +326,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         document = _run(args)
         _tell_warnings(document, args.expression)
         if args.command == "eval" and args.format != "json":
-            return write(draw(document, args.format, DEFAULT_LIMITS.max_drawn_nodes), None)
+            return write(draw(document, args.format, DEFAULT_LIMITS), None)
     except AutogradError as error:
         # The problem as JSON for scripts, and for people the text with the fault underlined.
         problem = core_problem(error)
@@ -225,14 +381,14 @@ def _axis(text: str) -> Axis:
     parts = text.split(":")
     try:
         name, start, stop, points = parts
-        return Axis(name, float(start), float(stop), int(points))
+        return Axis(name, _number(start), _number(stop), _integer(points))
     except ValueError:
         message = f"expected NAME:FROM:TO:POINTS, such as x:-3:3:200, got {text!r}"
         raise argparse.ArgumentTypeError(message) from None
 
 
 def _point(text: str) -> dict[str, float]:
-    return dict(_binding(part) for part in text.split(",") if part.strip())
+    return _bindings([part for part in text.split(",") if part.strip()])
 
 
 def add_sweep_command(commands: Any) -> None:
@@ -247,16 +403,14 @@ def add_sweep_command(commands: Any) -> None:
     sweep.add_argument("--point", action="append", type=_point, metavar="NAME=NUMBER,...",
                        help="an explicit point instead of --vary (repeat for more)")  # fmt: skip
     sweep.add_argument("--format", choices=("json", *PLOT_FORMATS), default="json")
-    sweep.add_argument("--save", type=Path, metavar="FILE",
+    sweep.add_argument("--save", type=_file_name, metavar="FILE",
                        help="write the answer here instead of to standard output")  # fmt: skip
     _add_indent_argument(sweep, 0)
 
 
 def run_sweep(args: argparse.Namespace) -> int:
-    if (args.vary is None) == (args.point is None):
-        build_parser().error("sweep takes either --vary (once or twice) or --point")
     evaluator = Evaluator()
-    bindings = dict(args.bindings)
+    bindings = args.bindings
     document = sweep(evaluator, args.expression, bindings, args.vary, args.point, args.output)
     _tell_warnings(document, args.expression)
     if args.format == "json":

@@ -243,8 +243,13 @@ def _numeric(
     x = bindings[name]
     if h is None:
         step = CENTRAL_STEP * max(1.0, abs(x))
-        # x + h rounds; taking h as (x + h) - x makes the step the one the function really sees.
+        # x + h rounds; taking h as (x + h) - x makes the step the one the function really sees
+        # (below x when x is within a step of the largest double, where x + step overflows).
         h = (x + step) - x
+        if math.isinf(h):
+            h = x - (x - step)
+    if x + h == x or x - h == x:  # a step below x's precision: no quotient can be formed
+        return {"h": h, "central": None, "forward": None}
     points = {}
     for offset in (h, -h, 0.0):
         shifted = {**bindings, name: x + offset}

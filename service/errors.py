@@ -181,4 +181,4 @@ BINDING_KINDS = (
 )
 DOMAIN_KINDS = ("log_domain", "division_by_zero", "complex_result", "overflow", "non_finite")
 SIZE_KINDS = ("too_many_points", "grid_too_large", "sweep_too_large", "graph_too_large_to_draw")
-PICTURE_KINDS = ("graphviz_unavailable", "drawing_too_slow")
+PICTURE_KINDS = ("graphviz_unavailable", "drawing_too_slow", "plot_out_of_range")

@@ -62,9 +62,11 @@ KINDS: dict[str, tuple[int, Message]] = {
     "grid-too-large": (422, _("Sweep grid too large")),
     "sweep-too-large": (422, _("Sweep too large")),
     "graph-too-large-to-draw": (422, _("Graph too large to draw")),
-    # Pictures: Graphviz missing or too slow (core: PICTURE_KINDS), plots over their rate.
+    # Pictures: Graphviz missing or too slow, numbers past a plot's axes (core: PICTURE_KINDS),
+    # plots over their rate.
     "graphviz-unavailable": (501, _("Graphviz not installed")),
     "drawing-too-slow": (503, _("Drawing took too long")),
+    "plot-out-of-range": (422, _("Numbers too large to plot")),
     "too-many-pictures": (429, _("Too many pictures")),
     # Symbolic differentiation past its bounds (core: service.derivatives).
     "symbolic-too-large": (422, _("Too large for symbolic differentiation")),

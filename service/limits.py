@@ -37,6 +37,13 @@ class Limits:
     max_sweep_grid: int = limit(200, _("Points along each side of a sweep's grid."))
     max_sweep_cells: int = limit(10_000_000, _("Graph nodes times points of one sweep."))
     max_drawn_nodes: int = limit(2_000, _("Graph nodes Graphviz lays out for one SVG drawing."))
+    max_drawn_edge_ranks: int = limit(
+        10_000,
+        _(
+            "Columns the edges of one SVG drawing pass through, in all: a value used far from "
+            "where it is computed makes Graphviz's layout slow."
+        ),
+    )
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

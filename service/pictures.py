@@ -49,6 +49,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from service.budget import time_budget  # noqa: E402
 from service.errors import AutogradError, RequestTooLarge  # noqa: E402
 from service.i18n import DEFAULT_LOCALE, _  # noqa: E402
+from service.limits import Limits  # noqa: E402
 
 PLOT_FORMATS = {"svg": "image/svg+xml", "png": "image/png"}
 GRAPH_FORMATS = {
@@ -99,6 +100,7 @@ def plot(
     value = np.asarray(sweep["value"], dtype=float)
     axes = {name: np.asarray(values, dtype=float) for name, values in sweep["axes"].items()}
     gradients = {name: np.asarray(g, dtype=float) for name, g in sweep["gradients"].items()}
+    _check_plottable([value, *axes.values(), *gradients.values()], bindings, marked)
     with matplotlib.rc_context(STYLE):  # type: ignore[arg-type]
         # Fixed margins rather than a layout engine, which draws the figure twice to fit it.
         figure = Figure(figsize=(6.4, 4.4))
@@ -116,6 +118,34 @@ def plot(
         buffer = io.BytesIO()
         figure.savefig(buffer, format=image, dpi=100, metadata=_metadata(image))
     return buffer.getvalue()
+
+
+# The largest magnitude a plot shows: its axes' ticks and margins are differences of the numbers
+# plotted, which overflow near the largest double. It is the largest constant's default.
+PLOTTABLE = 1e300
+
+
+def _check_plottable(
+    arrays: list[np.ndarray], bindings: Mapping[str, float], marked: Mapping[str, Any] | None
+) -> None:
+    """Refuse a plot of numbers too large for its axes; the JSON sweep carries them."""
+    numbers = [
+        *(np.abs(array[np.isfinite(array)]).max(initial=0.0) for array in arrays),
+        *(abs(x) for x in bindings.values()),
+        *(abs(x) for x in (marked or {}).get("gradients", {}).values() if x is not None),
+        abs((marked or {}).get("value") or 0.0),
+    ]
+    largest = float(max(numbers, default=0.0))
+    if largest > PLOTTABLE:
+        raise AutogradError(
+            "plot_out_of_range",
+            _(
+                "the plot would show numbers as large as {largest}; a plot shows magnitudes up "
+                "to {bound}: ask for the sweep as JSON, or sweep a smaller range",
+                largest=format(largest, ".3g"),
+                bound=format(PLOTTABLE, "g"),
+            ),
+        )
 
 
 def _metadata(image: str) -> dict[str, Any]:
@@ -186,24 +216,59 @@ def _points(ax: Any, value: np.ndarray, gradients: dict[str, np.ndarray], locale
 # -- drawings of a graph ------------------------------------------------------------------------
 
 
-def draw(document: Mapping[str, Any], kind: str, max_svg_nodes: int) -> bytes:
-    """The graph of an evaluation or structure document as `dot`, `mermaid` or `svg`; Graphviz
-    lays out at most `max_svg_nodes` nodes (its time grows faster than the graph)."""
+def draw(document: Mapping[str, Any], kind: str, limits: Limits) -> bytes:
+    """The graph of an evaluation or structure document as `dot`, `mermaid` or `svg`. Graphviz's
+    time grows faster than the graph, so an SVG drawing is bounded by its nodes, and by the
+    columns its edges pass through (`max_drawn_edge_ranks`), refused before Graphviz starts."""
     if kind == "mermaid":
         return mermaid(document).encode()
     source = dot(document)
     if kind == "dot":
         return source.encode()
     nodes = len(document["graph"]["nodes"])
-    if nodes > max_svg_nodes:
+    if nodes > limits.max_drawn_nodes:
         message = _(
             "the graph has {nodes} nodes; at most {maximum} are drawn as SVG here: ask for "
             "format dot or mermaid and lay it out yourself",
             nodes=nodes,
-            maximum=max_svg_nodes,
+            maximum=limits.max_drawn_nodes,
         )
-        raise RequestTooLarge("graph_too_large_to_draw", message, "max_drawn_nodes", max_svg_nodes)
+        raise RequestTooLarge(
+            "graph_too_large_to_draw", message, "max_drawn_nodes", limits.max_drawn_nodes
+        )
+    ranks = edge_ranks(document)
+    if ranks > limits.max_drawn_edge_ranks:
+        message = _(
+            "the graph uses values far from where they are computed: its edges pass through "
+            "{ranks} columns, and at most {maximum} are drawn as SVG here: ask for format dot "
+            "or mermaid and lay it out yourself",
+            ranks=ranks,
+            maximum=limits.max_drawn_edge_ranks,
+        )
+        raise RequestTooLarge(
+            "graph_too_large_to_draw", message, "max_drawn_edge_ranks", limits.max_drawn_edge_ranks
+        )
     return render_svg(source)
+
+
+def edge_ranks(document: Mapping[str, Any]) -> int:
+    """The columns (Graphviz's ranks) the edges of the drawing pass through, in all: each is a
+    point Graphviz places and routes, and its layout's time grows with them, faster than with
+    the nodes (a sum of `a * b` terms is quadratic in them: every term reads a and b).
+
+    Each value is placed as late as its users allow, as Graphviz places it to keep edges short:
+    an operation takes two columns (its circle, then its record), so a value's record stands
+    two columns before its nearest user's."""
+    graph = document["graph"]
+    nodes = graph["nodes"]
+    column: dict[int, int] = {graph["root"]: 0}
+    for node in reversed(nodes):  # users before the values they use
+        here = column.setdefault(node["id"], 0)  # a value no one uses stands with the output
+        for child in node["children"]:
+            column[child] = max(column.get(child, 0), here + 2)
+    return sum(
+        column[child] - column[node["id"]] - 2 for node in nodes for child in node["children"]
+    )
 
 
 def _name(node: Mapping[str, Any]) -> str:
@@ -229,8 +294,9 @@ def dot(document: Mapping[str, Any]) -> str:
     """Graphviz text in the style of micrograd's draw_dot, left to right."""
     # Graphviz's network simplex may run for seconds on a graph whose shared nodes cross many
     # edges (a program that reuses each value twice); a bound on its iterations, as a multiple
-    # of the nodes, keeps such a layout near a second and leaves the usual graphs as they were.
-    layout = {"rankdir": "LR", "nslimit": "5", "nslimit1": "5"}
+    # of the nodes, makes such a layout two to three times faster and leaves the usual graphs
+    # as they were (`draw` refuses the slowest before Graphviz starts).
+    layout = {"rankdir": "LR", "nslimit": "1", "nslimit1": "1"}
     graph = graphviz.Digraph(graph_attr=layout, node_attr={"fontname": "Helvetica"})
     for node in document["graph"]["nodes"]:
         i = node["id"]
@@ -288,9 +354,11 @@ def render_svg(source: str) -> bytes:
             ),
         )
     try:
-        # Past the budget `dot` is interrupted, and subprocess kills it on the way out.
+        # Past the budget `dot` is interrupted. `graphviz.pipe` runs it through
+        # `subprocess.run`, which kills it on the way out (`Source.pipe` feeds it line by line
+        # through a bare Popen, which would leave it running).
         with time_budget(_DRAWING_SECONDS, "drawing_too_slow"):
-            return bytes(graphviz.Source(source).pipe(format="svg"))
+            return bytes(graphviz.pipe("dot", "svg", source.encode()))
     except graphviz.ExecutableNotFound:  # removed since the check above
         raise AutogradError(
             "graphviz_unavailable", _("Graphviz's dot program is missing")

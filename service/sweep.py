@@ -141,7 +141,11 @@ def at_bindings(
     result = tape.run({name: given[name] for name in tape.slots}, 1)
     if result.failures:
         return {"value": None, "gradients": {}}
-    gradients = {name: float(g[0]) for name, g in result.gradients.items()}
+    # every input, as the sweep has them: 0 for an input the output does not use
+    gradients = {
+        name: float(result.gradients[name][0]) if name in result.gradients else 0.0
+        for name in compiled.parsed.inputs
+    }
     return {"value": float(result.value[0]), "gradients": gradients}
 
 

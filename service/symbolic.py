@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import sympy
@@ -40,8 +41,15 @@ def number(value: float) -> sympy.Expr:
 exp, log, tanh = sympy.exp, sympy.log, sympy.tanh
 
 
-def from_tree(postorder: list[Node], root: Node) -> sympy.Expr:
-    """Build the expression bottom-up, one tree node at a time (no recursion, no text)."""
+def from_tree(
+    postorder: list[Node],
+    root: Node,
+    relu: Callable[[Node, sympy.Expr], sympy.Expr] | None = None,
+) -> sympy.Expr:
+    """Build the expression bottom-up, one tree node at a time (no recursion, no text).
+
+    `relu(node, operand)`, when given, builds each relu node in place of sympy's `relu`: by its
+    own tree node, since one sympy term may stand for relus the engine found on and off."""
     forms = sys.modules[__name__]
     built: dict[Node, sympy.Expr] = {}
     for node in postorder:
@@ -49,6 +57,8 @@ def from_tree(postorder: list[Node], root: Node) -> sympy.Expr:
             built[node] = sympy.Symbol(node.name, real=True)
         elif node.kind == "constant":
             built[node] = number(node.value)
+        elif node.op == "relu" and relu is not None:
+            built[node] = relu(node, built[node.args[0]])
         else:
             operands = [built[arg] for arg in node.args]
             built[node] = BY_NAME[node.op].sympy_form(forms, node.exponent, *operands)

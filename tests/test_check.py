@@ -214,6 +214,21 @@ def test_every_code_is_documented() -> None:
     assert codes <= set(CODES)
 
 
+@pytest.mark.parametrize(("answer", "code"), [(10, "wrong_sign"), (5, "incorrect")])
+def test_feedback_on_the_value_speaks_of_the_forward_pass(answer: float, code: str) -> None:
+    """The value is the forward pass's result: no gradient or local derivative went into it,
+    so its feedback points at that pass, whatever the code."""
+    result = feedback(LESSON["expression"], LESSON["bindings"], {"value": answer}, "value")
+    assert result["feedback"]["code"] == code
+    message = result["feedback"]["message"]
+    assert "forward pass" in message
+    assert not any(word in message for word in ("gradient", "way back", "local derivative"))
+    # A gradient's feedback still speaks of the backward pass.
+    gradient = feedback(**_lesson_answer("gradients.a", answer if code == "incorrect" else -10))
+    assert gradient["feedback"]["code"] == code
+    assert "forward pass" not in gradient["feedback"]["message"]
+
+
 # -- symbolic answers ---------------------------------------------------------------------------
 
 EQUIVALENT = [
@@ -334,6 +349,25 @@ def test_a_derivative_given_as_any_finite_number_is_judged_as_a_value_answer_is(
 
 
 @pytest.mark.parametrize(
+    "number", [1e308, 1.7976931348623157e308, -1.7976931348623157e308, 10**308]
+)
+def test_every_finite_double_is_a_finite_answer(number: float) -> None:
+    """Up to the largest double: only an integer past it (or inf, nan) is not finite."""
+    answers = {"value": number, "derivatives": {"a": number}}
+    results = check(EVALUATOR, "a * b", {"a": 1, "b": 2}, answers)["results"]
+    codes = {result["item"]: result["feedback"]["code"] for result in results}
+    assert codes["value"] == codes["derivatives.a"] == "incorrect"
+
+
+def test_a_value_of_1e308_over_http_is_a_number(client: FlaskClient) -> None:
+    body = {**LESSON, "answers": {"value": 1e308, "derivatives": {"a": 1e308}}}
+    results = client.post("/v1/check", json=body).get_json()["results"]
+    by_item = {result["item"]: result["feedback"] for result in results}
+    assert by_item["value"]["code"] == by_item["derivatives.a"]["code"] == "incorrect"
+    assert "not finite" not in by_item["derivatives.a"]["message"]
+
+
+@pytest.mark.parametrize(
     ("answer", "what"),
     [
         (True, "true or false"),
@@ -343,6 +377,7 @@ def test_a_derivative_given_as_any_finite_number_is_judged_as_a_value_answer_is(
         (math.nan, "a number that is not finite"),
         # past a double, as `read_number` reads it
         pytest.param(10**400, "a number that is not finite", id="10**400"),
+        pytest.param(2 * 10**308, "a number that is not finite", id="2*10**308"),
     ],
 )
 def test_a_derivative_that_is_neither_text_nor_a_finite_number_is_unparsable(
@@ -482,6 +517,43 @@ def test_a_derivative_through_relu_is_judged_on_the_bindings_piece(
     assert all(r["verdict"] == "correct" for r in results.values()), results
 
 
+@pytest.mark.parametrize(
+    ("expression", "bindings", "piece", "wrong"),
+    [
+        # The engine's (1.1 - 0.1) + -1.0 is exactly 0: its relu is off. sympy adds the same
+        # floats in another order, to 8e-17, and would put it on.
+        ("relu(a - b + c) * 2", {"a": 1.1, "b": 0.1, "c": -1.0}, "0", "2"),
+        # The engine's (-1.0 + 1.1) + -0.1 is 8e-17: on. sympy's sum is 0, off.
+        ("relu(c + b + a) * 2", {"a": -0.1, "b": 1.1, "c": -1.0}, "2", "0"),
+        # sympy writes both inputs as a - b + c, but the engine's first relu is off (0.0) and
+        # its second on (8e-17): one relu's piece cannot be read off the other's.
+        ("relu(a - b + c) + relu(a + c - b)", {"a": 1.1, "b": 0.1, "c": -1.0}, "1", "2"),
+    ],
+)
+def test_a_relus_piece_is_the_one_the_engines_forward_pass_found(
+    expression: str, bindings: dict[str, float], piece: str, wrong: str
+) -> None:
+    """The derivative is judged, and revealed, on the piece whose gradient the engine gives:
+    the answer sympy's own piece would give is wrong, as a gradient and as a derivative."""
+    right = {"gradients": {"a": float(piece)}, "derivatives": {"a": piece}}
+    document = check(EVALUATOR, expression, bindings, right, reveal=True)
+    results = {r["item"]: r for r in document["results"]}
+    assert results["gradients.a"]["expected"] == float(piece)
+    assert results["derivatives.a"]["expected"] == piece
+    assert results["gradients.a"]["verdict"] == results["derivatives.a"]["verdict"] == "correct"
+    slip = {"gradients": {"a": float(wrong)}, "derivatives": {"a": wrong}}
+    results = {r["item"]: r for r in check(EVALUATOR, expression, bindings, slip)["results"]}
+    assert results["gradients.a"]["verdict"] == results["derivatives.a"]["verdict"] == "incorrect"
+
+
+def test_a_derivative_through_a_relu_the_engine_found_off_is_a_dead_relu() -> None:
+    bindings = {"a": 1.1, "b": 0.1, "c": -1.0}  # the engine's relu input is exactly 0
+    answers = {"gradients": {"a": 2}, "derivatives": {"a": "2"}}
+    document = check(EVALUATOR, "relu(a - b + c) * 2", bindings, answers)
+    codes = {r["item"]: r["feedback"]["code"] for r in document["results"]}
+    assert codes["gradients.a"] == codes["derivatives.a"] == "dead_relu"
+
+
 def test_the_shipping_costs_derivatives_are_its_gradients_at_the_defaults() -> None:
     from service.api.examples import SHIPPING_PROGRAM
 
@@ -513,6 +585,41 @@ def test_an_input_the_output_does_not_use_has_gradient_zero() -> None:
     for bindings in ({}, {"u": 1.0}):
         document = check(EVALUATOR, program, bindings, {"gradients": {"x": 4, "u": 0}})
         assert document["score"] == 1.0
+
+
+@pytest.mark.parametrize(
+    ("expression", "output", "answers", "verdicts"),
+    [
+        # u is declared but unused: the derivative by u is 0, and u may be written in it.
+        ("x = Value(1.0)\nu = Value(2.0)\ny = x * 3", None, {"u": "u - u", "x": "3 + u - u"},
+         {"u": "correct", "x": "correct"}),
+        ("x = Value(1.0)\nu = Value(2.0)\ny = x * 3", None, {"u": "u", "x": "u"},
+         {"u": "incorrect", "x": "incorrect"}),
+        # u is read only by a statement the output does not use, and has no binding.
+        ("x = Value(1.0)\nt = u * 3\ny = x * x", None, {"u": "u - u", "x": "2*x + u - u"},
+         {"u": "correct", "x": "correct"}),
+        # The output a of a * b does not depend on b, an input all the same.
+        ("a * b", "a", {"a": "b", "b": "b - b"}, {"a": "incorrect", "b": "correct"}),
+    ],
+)  # fmt: skip
+def test_any_input_may_appear_in_a_derivative_the_output_does_not_depend_on_it_or_not(
+    expression: str, output: str | None, answers: dict[str, str], verdicts: dict[str, str]
+) -> None:
+    bindings = {"a": 1.5, "b": 2.0} if output else {}
+    document = check(EVALUATOR, expression, bindings, {"derivatives": answers}, output=output)
+    results = {r["item"]: r for r in document["results"] if r["item"].startswith("derivatives.")}
+    assert {item.split(".")[1]: r["verdict"] for item, r in results.items()} == verdicts
+    assert all(r["feedback"]["code"] != "unknown_variable" for r in results.values()), results
+
+
+def test_a_name_that_is_no_input_of_the_program_is_an_unknown_variable() -> None:
+    # t is assigned, not an input: no derivative can be written with it.
+    program = "x = Value(1.0)\nt = u * 3\ny = x * x"
+    result = feedback(program, {}, {"derivatives": {"x": "t"}}, "derivatives.x")
+    assert result["feedback"] == {
+        "code": "unknown_variable",
+        "message": "The answer uses t, which is not a variable of the expression.",
+    }
 
 
 # -- programs that reassign a name --------------------------------------------------------------

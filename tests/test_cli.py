@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -240,3 +241,200 @@ def test_a_file_that_cannot_be_written_is_said_so(
     where = tmp_path / "missing" / "sweep.json"
     assert main(["sweep", "x * x", "--vary", "x:0:1:3", "--save", str(where)]) == 2
     assert capsys.readouterr().err == f"error: cannot write {where}: No such file or directory\n"
+
+
+# -- reading the arguments --------------------------------------------------------------------
+
+# Each command that reads a file, with what it needs besides, and the value it prints for x = 2.
+FILE_COMMANDS = {
+    "eval": ([], lambda document: document["value"]),
+    "derivatives": ([], lambda document: document["value"]),
+    "sweep": (["--point", "x=2"], lambda document: document["value"][0]),
+}
+
+
+def usage_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """The message of a usage error, which exits with status 2."""
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "' -" not in err  # no argument shows a space the command line did not give
+    return err
+
+
+@pytest.mark.parametrize("command", FILE_COMMANDS)
+@pytest.mark.parametrize(
+    "spelling", [["-f", "{}"], ["-f{}"], ["--file", "{}"], ["--file={}"], ["--fi", "{}"]]
+)
+@pytest.mark.parametrize("name", ["program.py", "-program.py", "-"])
+def test_a_program_file_in_every_spelling(
+    command: str,
+    spelling: list[str],
+    name: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    program = b"y = x * 3\n"
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / name).write_bytes(program)  # `-` is standard input rather than this file
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(program), encoding="utf-8"))
+    arguments, value = FILE_COMMANDS[command]
+    argv = [command, *(part.format(name) for part in spelling), *arguments]
+    status, document, _ = run(argv if command == "sweep" else [*argv, "x=2"], capsys)
+    assert status == 0
+    assert value(document) == 6.0
+
+
+@pytest.mark.parametrize(
+    ("argv", "value"),
+    [
+        (["-a*b", "a=1", "b=2"], -2.0),
+        (["-a", "a=1"], -1.0),
+        (["-1"], -1.0),
+        (["--indent", "0", "-a", "a=1"], -1.0),
+        (["-hx", "hx=2"], -2.0),  # -h takes no value: this is not the help
+        (["--", "-f*x", "f=2", "x=3"], -6.0),  # after --, -f is an expression, not a file
+    ],
+)
+def test_an_expression_starting_with_a_minus_sign_is_not_an_option(
+    argv: list[str], value: float, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, document, _ = run(["eval", *argv], capsys)
+    assert status == 0
+    assert document["value"] == value
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["eval", "a*b", "a=1", "a=2", "b=3"], "error: a is bound more than once; bind it once"),
+        (["derivatives", "a", "a=1", "a =2"], "error: a is bound more than once; bind it once"),
+        (
+            ["sweep", "x*y", "--point", "x=1,x=2,y=2"],
+            "argument --point: x is bound more than once; bind it once",
+        ),
+    ],
+)
+def test_a_name_bound_twice_is_a_usage_error(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # As the HTTP API refuses a key given twice, rather than keep one of the values silently.
+    assert message in usage_error(argv, capsys)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["eval", "x", "x=1", "-v"], "error: unrecognized arguments: -v\n"),
+        (["eval", "x", "x=1", "-1"], "error: unrecognized arguments: -1\n"),
+        (["eval", "-f", "program.py", "-a"], "error: unrecognized arguments: -a\n"),
+        (
+            ["eval", "x", "x=1", "--outptu", "y"],
+            "error: unrecognized arguments: --outptu; did you mean --output?\n",
+        ),
+        (["eval", "--f", "x"], "error: ambiguous option: --f could match --file,"),
+    ],
+)
+def test_an_unknown_option_is_reported_with_the_commands_usage(
+    argv: list[str],
+    message: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "program.py").write_text("y = x * 3\n")
+    err = usage_error(argv, capsys)
+    assert err.startswith(f"usage: autograd-service {argv[0]} ")
+    assert message in err
+    assert "NAME=NUMBER, got" not in err
+
+
+@pytest.mark.parametrize(("expression", "at_byte"), [(b"\xff", 0), (b"a + \xe9", 4)])
+def test_an_expression_that_is_not_utf8_is_a_usage_error(
+    expression: bytes, at_byte: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Python hands the bytes of the command line over as lone surrogates (os.fsdecode).
+    err = usage_error(["eval", os.fsdecode(expression), "a=1"], capsys)
+    byte = expression[at_byte]
+    assert f"error: the expression is not UTF-8 text: byte 0x{byte:02x} at byte {at_byte}\n" in err
+    assert "\\udc" not in err
+
+
+@pytest.mark.parametrize(
+    "value", ["1_000", "\u0661", "0x10", "1e", "1.5.2", "", "--1", "1 000", "\u00b2"]
+)
+def test_a_binding_that_is_not_a_number_as_the_api_writes_one_is_a_usage_error(
+    value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    err = usage_error(["eval", "x", f"x={value}"], capsys)
+    assert f"error: x must be bound to a number, got {value!r}\n" in err
+
+
+@pytest.mark.parametrize(
+    ("value", "number"),
+    [
+        ("2", 2.0),
+        ("-1.5", -1.5),
+        ("+2", 2.0),
+        (".5", 0.5),
+        ("2.", 2.0),
+        ("1E-3", 0.001),
+        (" 4 ", 4.0),
+    ],
+)
+def test_a_binding_is_a_number_as_the_api_writes_one(
+    value: str, number: float, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, document, _ = run(["eval", "x", f"x={value}"], capsys)
+    assert status == 0
+    assert document["value"] == number
+
+
+@pytest.mark.parametrize("value", ["inf", "-Infinity", "NaN", "1e400"])
+def test_a_binding_that_is_not_finite_is_the_cores_refusal(
+    value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, printed, _ = run(["eval", "x", f"x={value}"], capsys)
+    assert status == 2
+    assert printed["type"].endswith("/invalid-binding")
+
+
+@pytest.mark.parametrize("indent", ["1000", "17", "-1", "1_0", "\u0663"])
+def test_an_indent_out_of_bounds_is_a_usage_error(
+    indent: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    err = usage_error(["eval", "x", "x=1", "--indent", indent], capsys)
+    assert f"the indent must be a whole number from 0 to 16, got {indent!r}" in err
+
+
+def test_the_largest_indent(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["eval", "x", "x=1", "--indent", "16"]) == 0
+    assert '\n                "expression": "x",' in capsys.readouterr().out
+
+
+def test_an_empty_file_name_to_save_to_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    err = usage_error(["sweep", "x * x", "--vary", "x:0:1:3", "--save", ""], capsys)
+    assert "error: argument --save: the file name is empty\n" in err
+
+
+def test_sweep_without_vary_or_point_shows_the_sweeps_usage(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    err = usage_error(["sweep", "x * x"], capsys)
+    assert err.startswith("usage: autograd-service sweep ")
+    assert "error: sweep takes either --vary (once or twice) or --point\n" in err
+
+
+def test_a_file_that_is_not_utf8_shows_the_commands_usage(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    program = tmp_path / "program.py"
+    program.write_bytes(b"y = x \xff 3\n")
+    err = usage_error(["derivatives", "-f", str(program)], capsys)
+    assert err.startswith("usage: autograd-service derivatives ")
+    assert f"error: {program} is not UTF-8 text: byte 0xff at byte 6\n" in err

@@ -485,3 +485,23 @@ def test_an_input_read_only_by_an_unused_statement_has_derivative_zero_bound_or_
         assert (x["variable"], x["reverse_mode"], u["variable"]) == ("x", 4.0, "u")
         assert (u["reverse_mode"], u["symbolic"]["value"], u["numeric"]["central"]) == (0, 0, 0)
         assert document["agree"] is True
+
+
+@pytest.mark.parametrize(
+    ("body", "h"),
+    [
+        # x + step overflows at the largest double: the step is taken below it, and reported
+        ({"expression": "x", "bindings": {"x": 1.7976931348623157e308}}, None),
+        # a step below x's precision: x + h is x, so no quotient can be formed
+        ({"expression": "x * x", "bindings": {"x": 3}, "h": 1e-320}, 1e-320),
+    ],
+)
+def test_a_step_that_cannot_move_x_gives_no_quotient_and_a_finite_h(
+    body: dict[str, Any], h: float | None
+) -> None:
+    response = make_app().test_client().post("/v1/derivatives", json=body)
+    assert response.status_code == 200
+    numeric = response.get_json()["derivatives"][0]["numeric"]
+    assert math.isfinite(numeric["h"]) and numeric["h"] > 0
+    assert h is None or numeric["h"] == h
+    assert (numeric["central"], numeric["forward"]) == (None, None)

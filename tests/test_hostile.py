@@ -906,12 +906,12 @@ SWEEP = [
     pytest.param(plot_url("expression=x&vary=x:0:1:3&output=x&output=y", "validation-error"),
                  id="plot-output-twice"),
     # So has a name bound twice: neither binding is read as the one meant.
-    pytest.param(plot_url("expression=x*y&vary=x:0:1:3&bind=y:1&bind=y:2", "validation-error"),
+    pytest.param(plot_url("expression=x*y&vary=x:0:1:3&bind=y:1&bind=y:2", "invalid-binding"),
                  id="plot-binding-twice"),
     pytest.param(plot_url("expression=x*y&vary=x:0:1:3&bind=y:1&bind=x:0&bind=x:1",
-                          "validation-error"), id="plot-varied-binding-twice"),
+                          "invalid-binding"), id="plot-varied-binding-twice"),
     pytest.param(plot_url("expression=x*y&vary=x:0:1:3&" + "&".join(["bind=y:1"] * 5000),
-                          "validation-error"), id="plot-binding-5000-times"),
+                          "invalid-binding"), id="plot-binding-5000-times"),
 ]  # fmt: skip
 
 

@@ -316,3 +316,48 @@ def test_a_program_that_reuses_each_value_twice_is_drawn_within_the_request_budg
     response = client.post("/v1/graph", json={"expression": "\n".join(lines), "format": "svg"})
     assert response.status_code == 200
     assert response.content_type.startswith("image/svg+xml")
+
+
+def test_a_line_along_an_input_the_output_does_not_use_marks_its_binding(
+    client: FlaskClient,
+) -> None:
+    # y is declared but unused: its gradient is 0 along the line, and at the marked binding
+    body = {
+        "expression": "x = Value(2.0)\ny = Value(1.0)\nz = x * x",
+        "vary": [{"name": "y", "from": -1, "to": 1, "points": 5}],
+        "bindings": {"y": 0.5},
+    }
+    response = client.post("/v1/sweep", json=body, headers={"Accept": "image/svg+xml"})
+    assert response.status_code == 200
+    assert "y = 0.5" in texts(response.data)
+    marked = sweeps.at_bindings(Evaluator(), body["expression"], body["bindings"])
+    assert marked == {"value": 4.0, "gradients": {"x": 4.0, "y": 0.0}}
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"expression": "x*1e300*1e8", "vary": [{"name": "x", "from": -1, "to": 1, "points": 5}]},
+        {"expression": "x", "vary": [{"name": "x", "from": -1.7e308, "to": 1.7e308, "points": 5}]},
+        {"expression": "a", "vary": [{"name": "a", "from": -1e308, "to": -1e308, "points": 1}]},
+        {"expression": "c - a", "points": [{"a": 1e308, "c": 0}, {"a": -1, "c": 1e308}]},
+        {"expression": "x * 1e154 * y", "vary": [
+            {"name": "x", "from": -1e154, "to": 1e154, "points": 5},
+            {"name": "y", "from": -1, "to": 1, "points": 5}]},
+    ],
+)  # fmt: skip
+@pytest.mark.parametrize("image", ["image/svg+xml", "image/png"])
+def test_numbers_past_a_plots_axes_are_refused_and_the_json_sweep_has_them(
+    client: FlaskClient, body: dict[str, Any], image: str
+) -> None:
+    response = client.post("/v1/sweep", json=body, headers={"Accept": image})
+    assert response.status_code == 422, response.data[:200]
+    assert response.get_json()["type"].endswith("/plot-out-of-range")
+    assert "ask for the sweep as JSON" in response.get_json()["detail"]
+    assert client.post("/v1/sweep", json=body).status_code == 200
+
+
+def test_numbers_up_to_the_largest_constant_are_plotted(client: FlaskClient) -> None:
+    body = {"expression": "x * 1e300", "vary": [{"name": "x", "from": -1, "to": 1, "points": 5}]}
+    response = client.post("/v1/sweep", json=body, headers={"Accept": "image/png"})
+    assert response.status_code == 200 and response.mimetype == "image/png"

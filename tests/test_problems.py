@@ -5,7 +5,9 @@ from __future__ import annotations
 import fcntl
 import json
 import logging
+import os
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -508,6 +510,29 @@ def test_pictures_have_their_own_rate(small: FlaskClient) -> None:
     assert small.post("/v1/gradients", json=lesson).status_code == 200
 
 
+def test_a_graph_whose_edges_cross_too_many_columns_is_refused_before_graphviz_starts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    client = make_app().test_client()
+    # Every term reads a and b: 101 terms make the edges from them pass through 19,800 columns,
+    # whose layout takes Graphviz seconds; 40 terms, 2,964.
+    monkeypatch.setattr("service.pictures.render_svg", lambda source: b"<svg/>")
+    body = {"expression": "+".join(["a*b"] * 101), "format": "svg"}
+    got = problem(client.post("/v1/graph", json=body), "graph-too-large-to-draw")
+    assert (got["limit"], got["maximum"]) == ("max_drawn_edge_ranks", 10_000)
+    assert "19800 columns" in got["detail"]
+    body["expression"] = "+".join(["a*b"] * 40)
+    assert client.post("/v1/graph", json=body).status_code == 200
+
+
+def test_numbers_too_large_to_plot() -> None:
+    body = {"expression": "x*1e300*1e8", "vary": [{"name": "x", "from": -1, "to": 1, "points": 5}]}
+    response = (
+        make_app().test_client().post("/v1/sweep", json=body, headers={"Accept": "image/png"})
+    )
+    assert "1e+308" in problem(response, "plot-out-of-range")["detail"]
+
+
 def test_a_graph_too_large_to_draw(small: FlaskClient) -> None:
     body = {"expression": "a * b + c", "format": "svg"}
     problem(small.post("/v1/graph", json=body), "graph-too-large-to-draw")
@@ -524,13 +549,21 @@ def test_without_graphviz_svg_is_a_501(
     assert client.post("/v1/graph", json=body).status_code == 200
 
 
-def test_a_drawing_that_takes_too_long(
-    client: FlaskClient, monkeypatch: pytest.MonkeyPatch
+def test_a_drawing_that_takes_too_long_is_refused_and_dot_is_stopped(
+    client: FlaskClient, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.setattr("service.pictures._DRAWING_SECONDS", 1e-4)
-    monkeypatch.setattr("shutil.which", lambda name, *args, **kwargs: "/bin/sleep")
-    monkeypatch.setattr("graphviz.Source.pipe", lambda self, **kwargs: __import__("time").sleep(1))
+    # A `dot` that never finishes, and says which process it is.
+    pid_file = tmp_path / "pid"
+    fake = tmp_path / "dot"
+    fake.write_text(f"#!/bin/sh\necho $$ > {pid_file}\nexec sleep 60\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr("service.pictures._DRAWING_SECONDS", 0.5)
     problem(client.post("/v1/graph", json={"expression": "a", "format": "svg"}), "drawing-too-slow")
+    pid = int(pid_file.read_text())
+    # killed, and reaped: no such process is left behind
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
 
 
 def test_the_table_has_every_kind_of_the_core_and_every_http_kind() -> None:

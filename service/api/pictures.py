@@ -75,7 +75,7 @@ def document_or_drawing(document: dict[str, Any], kind: str) -> Response:
         return json_response(document)
     if kind == "svg" and (refused := over_rate()) is not None:
         return refused
-    body = pictures.draw(document, kind, evaluator().limits.max_drawn_nodes)
+    body = pictures.draw(document, kind, evaluator().limits)
     return Response(body, mimetype=pictures.GRAPH_FORMATS[kind])
 
 

@@ -18,7 +18,6 @@ from marshmallow import (
     post_load,
     pre_load,
     validate,
-    validates,
 )
 
 from service import sweep as sweeps
@@ -27,6 +26,7 @@ from service.api.pictures import PLOT_CONTENT, plot_response
 from service.api.problems import documents_problems
 from service.api.request import RESPONSE_HEADERS, Blueprint
 from service.api.schemas import SweepRequestSchema, SweepSchema, output_name
+from service.errors import BindingError
 from service.evaluator import Evaluator
 from service.i18n import _
 
@@ -195,20 +195,21 @@ class PlotQuerySchema(Schema):
                 raise ValidationError(repeated)
         return query
 
-    @validates("bind")
-    def once_per_name(self, bind: list[tuple[str, float]], **kwargs: Any) -> None:
-        """A name bound twice (`bind=y:1&bind=y:2`) has no single value, as a parameter given
-        twice has none: refused, not read as its last binding."""
-        counts = Counter(name for name, _value in bind)
-        twice = [name for name, count in counts.items() if count > 1]
-        if twice:
-            raise ValidationError(
-                [_("{name} is bound more than once; bind it once", name=name) for name in twice]
-            )
-
     @post_load
     def as_body(self, query: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         """The POST body the query stands for, validated by the same schema."""
+        # A name bound twice (`bind=y:1&bind=y:2`) has no single value: refused as the core
+        # refuses bindings that do not fit (a JSON body cannot give a key twice), not read as its
+        # last binding. The spec cannot say it: each `bind` is a valid item on its own.
+        counts = Counter(name for name, _value in query["bind"])
+        twice = [name for name, count in counts.items() if count > 1]
+        if twice:
+            raise BindingError(
+                "invalid_binding",
+                _("{name} is bound more than once; bind it once", name=twice[0]),
+                twice,
+                location=None,
+            )
         bindings = dict(query["bind"])
         body = {
             "expression": query["expression"],
