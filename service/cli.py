@@ -125,7 +125,9 @@ def _add_source_arguments(
     # The positional arguments are read by _parse_arguments, not argparse; they are declared for
     # the usage and the help.
     command.add_argument(
-        "expression", nargs="?", help=f'for example "{example}"; leave out with --file'
+        "expression",
+        nargs="?",
+        help=f'for example "{example}"; leave out with --file',
     )
     command.add_argument("bindings", nargs="*", metavar="NAME=NUMBER", help=bindings_help)
     command.add_argument(
@@ -259,18 +261,17 @@ def _split(command: argparse.ArgumentParser, argv: Sequence[str]) -> tuple[list[
 
 def _option(arg: str, known: dict[str, argparse.Action]) -> tuple[argparse.Action, bool] | None:
     """The option `arg` names as argparse reads it, and whether its value is attached: exactly,
-    by a unique abbreviation of a long option, with `=VALUE`, or a short one with its value
-    following (`-fFILE`). None for anything else, as `-a*b`."""
+    by a unique abbreviation of a long option, or with `=VALUE`. None for anything else, as
+    `-a*b`."""
     if arg.startswith("--"):
         name, equals, _value = arg.partition("=")
         if name in known:
             return known[name], bool(equals)
         matches = {known[o] for o in known if o.startswith("--") and o.startswith(name)}
         return (matches.pop(), bool(equals)) if len(matches) == 1 else None
-    short = known.get(arg[:2]) if arg.startswith("-") and len(arg) > 1 else None
-    if short is None or (len(arg) > 2 and short.nargs == 0):  # `-hx` is an expression
-        return None
-    return short, len(arg) > 2
+    # A short option is only ever itself (`-f FILE`): `-fee*2` and `-hx` are expressions, as a
+    # negative expression may start with any letter.
+    return (known[arg], False) if arg in known and not arg.startswith("--") else None
 
 
 def _unrecognized(unknown: list[str], command: argparse.ArgumentParser) -> str:

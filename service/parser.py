@@ -570,9 +570,10 @@ class _Program:
         """Where `a, b, ...` stops being names and commas: refused at `token` if an `=` or `+=`
         further on makes the statement an assignment (`a, b.c = 1, 2`, `a, b += 1, 2`); else
         the statement is an expression, and its reader says what is wrong with it."""
-        ahead = 0
+        ahead, depth = 0, 0
         while (kind := self.stream.peek(ahead).kind) not in _STATEMENT_ENDS:
-            if kind in ("=", "augmented"):
+            depth += (kind == "(") - (kind == ")")
+            if kind in ("=", "augmented") and depth <= 0:  # not a keyword argument's `=`
                 if token.kind == "name" and keyword.iskeyword(token.text):
                     raise _python_keyword(token)
                 if token.kind == "augmented":
@@ -761,16 +762,23 @@ class _Program:
         return root
 
     def make(
-        self, op: str, args: tuple[Node, ...], span: Span, exponent: float | None = None
+        self,
+        op: str,
+        args: tuple[Node, ...],
+        span: Span,
+        exponent: float | None = None,
+        exact_exponent: int | None = None,
     ) -> Node:
-        """An operation node, or the constant it folds to when every operand is one."""
+        """An operation node, or the constant it folds to when every operand is one.
+        `exact_exponent` is the exponent of `**` where Python has it as an integer."""
         node = Node("operation", span, op=op, args=args, exponent=exponent)
         constants = tuple([arg.kind == "constant" for arg in args])
         self.made += 1
         if all(constants):
-            exact = self.fold_exactly(node)
-            if exact is not None:
-                return Node("constant", span, value=float(exact), exact=exact)
+            integers = self.fold_integers(node, exact_exponent)
+            if integers is not None:
+                value, exact = integers
+                return Node("constant", span, value=value, exact=exact)
             return Node("constant", span, value=self.fold(node))
         self.node_count += _NODES[op, constants]
         return node
@@ -797,25 +805,32 @@ class _Program:
             maximum,
         )
 
-    def fold_exactly(self, node: Node) -> int | None:
-        """A constant subexpression of integers that Python keeps an integer (`+`, `-`, `*`, a
-        sign, `**` to a whole power), computed exactly and within bounds; else None."""
+    def fold_integers(
+        self, node: Node, exact_exponent: int | None
+    ) -> tuple[float, int | None] | None:
+        """A constant subexpression of integers as Python computes it on its integers, within
+        bounds: exactly for `+`, `-`, `*`, a sign and `**` to a whole power (the value and the
+        integer), and `/` rounded once from the exact quotient (a float). None for the rest,
+        folded on floats by `fold`: a float operand, a negative power, a function."""
         exacts = [arg.exact for arg in node.args]
         if None in exacts:
             return None
         integers = [exact for exact in exacts if exact is not None]  # all of them
+        if node.op == "/":
+            if integers[1] == 0:
+                return None  # `fold` says it divides by zero
+            return integers[0] / integers[1], None
         if node.op == "**":
-            k = node.exponent
-            if k is None or not (k.is_integer() and 0 <= k < 2**53):
-                return None  # a negative or fractional power is a float in Python too
+            if exact_exponent is None or exact_exponent < 0:
+                return None  # a float exponent, or a negative power: a float in Python too
             self.check_power(node)
-            exact: int = integers[0] ** int(k)
+            exact: int = integers[0] ** exact_exponent
         elif node.op in _EXACTLY:
             exact = _EXACTLY[node.op](*integers)
         else:
             return None
-        self.check_magnitude(exact, node.span, "constant")
-        return exact
+        self.check_magnitude(exact, node.span, "constant")  # before float(), which could overflow
+        return float(exact), exact
 
     def check_power(self, node: Node) -> None:
         """Refuse a constant power past the largest constant before computing it: the log10 of
@@ -1487,7 +1502,7 @@ class _Expression:
                 raise _variable_exponent(self.operands[-2], spans[-1])
             self.operands.pop()
             spans.pop()
-            self.apply("**", 1, span, exponent=right.value)
+            self.apply("**", 1, span, exponent=right.value, exact_exponent=right.exact)
             return
         self.apply(entry.op, 2, span)
 
@@ -1500,19 +1515,27 @@ class _Expression:
             operand.span = written
         self.spans[-1] = written
 
-    def apply(self, op: str, arity: int, span: Span, exponent: float | None = None) -> None:
+    def apply(
+        self,
+        op: str,
+        arity: int,
+        span: Span,
+        exponent: float | None = None,
+        exact_exponent: int | None = None,
+    ) -> None:
         args = tuple(self.operands[-arity:])
         del self.operands[-arity:]
         del self.spans[-arity:]
-        self.operands.append(self.program.make(op, args, span, exponent))
+        self.operands.append(self.program.make(op, args, span, exponent, exact_exponent))
         self.spans.append(span)
 
     def constant(self, token: Token) -> Node:
         value = float(token.text)
         self.program.check_magnitude(value, token.span, "number", token.text)
         self.program.made += 1
-        # An integer literal is a Python int (at most 301 digits, by the check above).
-        exact = int(token.text) if token.text.isdigit() else None
+        # An integer literal is a Python int: at most 301 digits once its leading zeros are
+        # gone, by the check above (Python's int() refuses text past 4,300 digits).
+        exact = int(token.text.lstrip("0") or "0") if token.text.isdigit() else None
         return Node("constant", token.span, value=value, exact=exact)
 
 

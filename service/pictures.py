@@ -68,7 +68,7 @@ STYLE: dict[str, Any] = {
 }
 _TITLE = 70  # characters of the expression shown above a plot
 _ARROWS = 20  # gradient arrows along each side of a grid plot
-_DRAWING_SECONDS = 10.0  # Graphviz is killed past this; `max_nodes` keeps drawings far below
+_DRAWING_SECONDS = 10.0  # Graphviz is killed past this; `draw`'s limits keep drawings far below
 
 
 def warm_up() -> None:

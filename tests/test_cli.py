@@ -265,7 +265,7 @@ def usage_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
 
 @pytest.mark.parametrize("command", FILE_COMMANDS)
 @pytest.mark.parametrize(
-    "spelling", [["-f", "{}"], ["-f{}"], ["--file", "{}"], ["--file={}"], ["--fi", "{}"]]
+    "spelling", [["-f", "{}"], ["--file", "{}"], ["--file={}"], ["--fi", "{}"]]
 )
 @pytest.mark.parametrize("name", ["program.py", "-program.py", "-"])
 def test_a_program_file_in_every_spelling(
@@ -296,6 +296,8 @@ def test_a_program_file_in_every_spelling(
         (["--indent", "0", "-a", "a=1"], -1.0),
         (["-hx", "hx=2"], -2.0),  # -h takes no value: this is not the help
         (["--", "-f*x", "f=2", "x=3"], -6.0),  # after --, -f is an expression, not a file
+        (["-f*x", "f=2", "x=3"], -6.0),  # and before it: a short option takes no attached value
+        (["-fee*2", "fee=3"], -6.0),
     ],
 )
 def test_an_expression_starting_with_a_minus_sign_is_not_an_option(

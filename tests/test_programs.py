@@ -458,6 +458,7 @@ REFUSED = [
     ("a, b.c = 1, 2", "unsupported_syntax", (4, 5), "only names separated by commas"),
     ("a, *b = 1, 2", "unsupported_syntax", (3, 4), "only names separated by commas"),
     ("a, b += 1, 2", "unsupported_syntax", (5, 7), "+= assigns one name at a time"),
+    ("a, exp(b=1)", "unexpected_token", (1, 2), "no call here"),  # a keyword argument's `=`
     ("True.backward()", "unsupported_syntax", (0, 4), "True is not a number here"),
     ("exp.backward()", "function_name", (0, 3), "exp is a function"),
     ("y = a\ny.backward(1)", "unsupported_syntax", (7, 19), "backward() takes no arguments"),
@@ -507,9 +508,16 @@ def test_backward_from_an_input_makes_the_input_the_output() -> None:
         ("x * (3**40 - 3**40 + 1)", 2.0),
         ("x * (-(10**17) + 10**17 + 1)", 2.0),
         ("x ** (10**17 + 1 - 10**17)", 2.0),
+        ("x * (-1)**(2**53 + 1)", -2.0),  # an exponent past a double's integers, kept exact
         # ... and `/` and non-integer numbers give floats, as in Python.
         ("x * ((10**17 + 1) / 10**17)", 2.0),
         ("x * ((1e17 + 1) - 1e17)", 0.0),
+        ("x * ((10**17.0 + 1) - 10**17)", 0.0),  # a float exponent makes a float power
+        ("x * (2**(4/2) * 10**17 + 1 - 4*10**17)", 0.0),
+        # int / int is rounded once from the exact quotient, as Python's is
+        ("x * (10508965330920255989 / 870)", 2 * 1.207927049531064e16),
+        # leading zeros: the value is small, whatever the text's length
+        ("x * (" + "0" * 4400 + "1)", 2.0),
     ],
 )
 def test_integer_constants_fold_exactly(expression: str, value: float) -> None:

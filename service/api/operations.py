@@ -61,9 +61,9 @@ def operations() -> Response:
     (every one a problem's `limit` can name, and the largest request body); the other settings a
     client plans its requests by: the time budget of one request, the body size from which a
     request counts as heavy, how many heavy ones a server takes at once (under gunicorn, the
-    number in force: by default one fewer than its workers), the picture rate and the time
-    symbolic work may take; and how many compiled expressions (and graph nodes in all) each
-    worker caches.
+    number in force: by default one fewer than its workers, and at least one), the picture rate
+    and the time symbolic work may take; and how many compiled expressions (and graph nodes in
+    all) each worker caches.
     """
     document = catalogue(current_app.config)
     # The slots in force, which a client plans by, rather than the configured 0 that stands for
