@@ -15,7 +15,6 @@ _OVERFLOWS: dict[str, Message] = {
     "product": _("a product overflows the range of a 64-bit float"),
     "quotient": _("a quotient overflows the range of a 64-bit float"),
     "power": _("a power overflows the range of a 64-bit float"),
-    "power derivative": _("the derivative of a power overflows the range of a 64-bit float"),
     "log derivative": _("the derivative of log overflows the range of a 64-bit float"),
 }
 
@@ -51,6 +50,28 @@ def power(x: float, k: float) -> float:
             "{base} ** {exponent} overflows", base=format_number(x), exponent=format_number(k)
         )
         raise DomainError("overflow", message) from None
+
+
+def power_derivative(x: float, k: float) -> float:
+    """d(x ** k)/dx: micrograd's `k * x ** (k - 1)`, except that k = 0 has derivative 0 even at
+    x = 0; a `DomainError` naming the power the user wrote (not `x ** (k - 1)`) when it
+    overflows."""
+    if k == 0:
+        return 0.0
+    try:
+        local = k * power(x, k - 1)
+    except DomainError as error:
+        if error.kind != "overflow":
+            raise
+        local = math.inf
+    if math.isinf(local):
+        message = _(
+            "the derivative of {base} ** {exponent} overflows",
+            base=format_number(x),
+            exponent=format_number(k),
+        )
+        raise DomainError("overflow", message)
+    return local
 
 
 # Local derivatives that do not depend on the data, shared by every node that has them rather
@@ -103,9 +124,7 @@ class Value:
                 "the derivative of x ** {exponent} is infinite at x = 0", exponent=format_number(k)
             )
             raise DomainError("non_finite", message)
-        # micrograd's `k * x ** (k - 1)`, except that k = 0 has derivative 0 even at x = 0
-        local = k * power(x, k - 1) if k != 0 else 0.0
-        return Value(out, (self,), (finite(local, "power derivative"),), "**", k)
+        return Value(out, (self,), (power_derivative(x, k),), "**", k)
 
     def exp(self) -> Value:
         try:

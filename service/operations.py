@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from service.engine import Value, finite, format_number, power
+from service.engine import Value, finite, format_number, power, power_derivative
 from service.errors import DomainError
 from service.i18n import _
 
@@ -96,11 +96,6 @@ _FOLDS: dict[str, Callable[..., float]] = {
 }
 
 
-def _power_grad(k: float, x: float) -> float:
-    # micrograd's `k * x ** (k - 1)`, except that k = 0 has derivative 0 even at x = 0
-    return k * power(x, k - 1) if k != 0 else 0.0
-
-
 OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "+", "a + b", 2, True, "d(a + b)/da = 1; d(a + b)/db = 1",
@@ -125,7 +120,7 @@ OPERATIONS: tuple[Operation, ...] = (
         form="{0} ** {k}", grammar="power", symbols=("**", "^"), precedence=40,
         apply=lambda k, a: a**k,
         sympy_form=lambda s, k, a: a ** s.number(k),
-        local_grads=lambda k, out, a: (_power_grad(k, a),),
+        local_grads=lambda k, out, a: (power_derivative(a, k),),
         nodes=_frozen({"v": 1}),
     ),
     Operation(

@@ -75,3 +75,12 @@ def test_a_tiny_divisor_is_a_domain_error(granularity: str, divisor: float) -> N
         Evaluator().evaluate("a / b", {"a": 1.0, "b": divisor}, granularity)
     assert raised.value.kind in ("overflow", "non_finite")
     assert raised.value.span == (0, 5)
+
+
+def test_an_overflowing_power_derivative_names_the_power_written() -> None:
+    # micrograd builds x / k as x * k ** -1, whose derivative k ** -2 overflows for a tiny k: the
+    # sentence names k ** -1, which the operator view's expansion shows, not k ** -2
+    for text in ("x / 1e-160", "x * (y ** -1)"):
+        with pytest.raises(DomainError) as raised:
+            Evaluator().evaluate(text, {"x": 2.0, "y": 1e-160}, "operator")
+        assert raised.value.message == "the derivative of 1e-160 ** -1 overflows"
