@@ -25,7 +25,7 @@ import math
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, cached_property
 from typing import TYPE_CHECKING, Any
 
 from service.budget import time_budget
@@ -803,7 +803,6 @@ class _Symbolic:
         used = [node["label"] for node in nodes if node["kind"] == "variable"]
         self.at = {name: bound[name].data for name in dict.fromkeys([*used, *parsed.inputs])}
         self.piece = _relu_states(document)
-        self._on_piece: sympy.Expr | None = None
 
     def sample(self) -> list[tuple[dict[str, float], dict[str, Any], Mistakes]]:
         """Up to SAMPLE_POINTS points where the expression and its gradients are finite, the
@@ -836,22 +835,18 @@ class _Symbolic:
                     break
         return self.points
 
+    @cached_property
     def on_piece(self) -> sympy.Expr:
         """The output on the bindings' piece, built from the tree as `ParsedExpression.sympy`
         is, but with each relu as the engine's forward pass left it: its input where the relu's
         local derivative is 1, and 0 where it is 0 (at the kink too, as micrograd's relu). Its
-        derivative is then the piece's, with no Heaviside left to decide."""
-        if self._on_piece is None:
-            if not self.piece:  # no relu: one piece, the whole expression
-                self._on_piece = self.parsed.sympy
-            else:
-                self._on_piece = self._build_piece()
-        return self._on_piece
+        derivative is then the piece's, with no Heaviside left to decide.
 
-    def _build_piece(self) -> sympy.Expr:
-        # Each relu decided by its own tree node as the tree is built: replacing sympy's relu
-        # terms afterwards could not, since one term (`relu(a - b + c)`) may stand for relus the
-        # engine found on and off (`relu(a - b + c) + relu(a + c - b)`).
+        Each relu is decided by its own tree node as the tree is built: replacing sympy's relu
+        terms afterwards could not, since one term (`relu(a - b + c)`) may stand for relus the
+        engine found on and off (`relu(a - b + c) + relu(a + c - b)`)."""
+        if not self.piece:  # no relu: one piece, the whole expression
+            return self.parsed.sympy
         import sympy
 
         from service import symbolic
@@ -868,7 +863,7 @@ class _Symbolic:
         """The derivative on the bindings' piece."""
         import sympy
 
-        return sympy.diff(self.on_piece(), sympy.Symbol(name, real=True))
+        return sympy.diff(self.on_piece, sympy.Symbol(name, real=True))
 
     def judge(self, item: _Item, name: str, reveal: bool) -> None:
         if reveal:

@@ -43,20 +43,22 @@ _INTEGER = re.compile(r"[+-]?[0-9]+")
 _JSON_WHITESPACE = " \t\n\r"
 
 
-def _number(text: str) -> float:
-    """`text` as a number; a ValueError for anything but the forms above."""
+def _written(form: re.Pattern[str], text: str) -> str:
+    """`text` without the space around it, when it has the number `form`; else a ValueError."""
     number = text.strip(_JSON_WHITESPACE)
-    if not _NUMBER.fullmatch(number):
+    if not form.fullmatch(number):
         raise ValueError(text)
-    return float(number)
+    return number
+
+
+def _number(text: str) -> float:
+    """`text` as a number; a ValueError for anything but the forms of `_NUMBER`."""
+    return float(_written(_NUMBER, text))
 
 
 def _integer(text: str) -> int:
     """`text` as a whole number in ASCII digits; a ValueError for anything else."""
-    number = text.strip(_JSON_WHITESPACE)
-    if not _INTEGER.fullmatch(number):
-        raise ValueError(text)
-    return int(number)
+    return int(_written(_INTEGER, text))
 
 
 def _binding(text: str) -> tuple[str, float]:
@@ -271,7 +273,7 @@ def _option(arg: str, known: dict[str, argparse.Action]) -> tuple[argparse.Actio
         return (matches.pop(), bool(equals)) if len(matches) == 1 else None
     # A short option is only ever itself (`-f FILE`): `-fee*2` and `-hx` are expressions, as a
     # negative expression may start with any letter.
-    return (known[arg], False) if arg in known and not arg.startswith("--") else None
+    return (known[arg], False) if arg in known else None
 
 
 def _unrecognized(unknown: list[str], command: argparse.ArgumentParser) -> str:

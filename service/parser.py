@@ -713,13 +713,8 @@ class _Program:
         if name in FUNCTIONS or name == _DECLARE:
             message = _("{name} is a function: call backward() on a value's name", name=name)
             raise ExpressionError("function_name", message, target.span)
-        bound = self.bound.get(name)
-        reads: tuple[int, ...] = ()
-        if bound is not None:
-            node, reads = bound, (self.bound_by[name],)
-        elif name in self.read_as_input:  # micrograd's backward() from a leaf: its grad is 1
-            node = self.input_node(name)
-        else:
+        named = self.named(name)  # an input too: micrograd's backward() from a leaf
+        if named is None:
             raise ExpressionError(
                 "used_before_assignment",
                 _(
@@ -738,8 +733,8 @@ class _Program:
                 ),
                 span,
             )
-        self.backward = (name, node, span)
-        self.backward_reads = reads
+        self.backward = (name, named[0], span)
+        self.backward_reads = named[1]
         self.end_statement()
 
     def end_statement(self) -> None:
@@ -922,19 +917,24 @@ class _Program:
 
     # -- the output ------------------------------------------------------------------------
 
-    def input_node(self, name: str) -> Node:
-        """The input `name`, which the program reads, as the output: a node of its own."""
-        self.made += 1
-        return Node("variable", self.read_as_input[name], name=name)
+    def named(self, name: str) -> tuple[Node, tuple[int, ...]] | None:
+        """What `name` refers to as the output, and the assignments it reads: what it was last
+        bound to, or the input the program reads by that name (a node of its own); None when
+        the program has no such name."""
+        bound = self.bound.get(name)
+        if bound is not None:
+            return bound, (self.bound_by[name],)
+        if name in self.read_as_input:
+            self.made += 1
+            return Node("variable", self.read_as_input[name], name=name), ()
+        return None
 
     def output(self, requested: str | None) -> tuple[Node, str | None, tuple[int, ...]]:
         """The output's node, its name if it has one, and the assignments it reads."""
         if requested is not None:
-            bound = self.bound.get(requested)
-            if bound is not None:
-                return bound, requested, (self.bound_by[requested],)
-            if requested in self.read_as_input:
-                return self.input_node(requested), requested, ()
+            named = self.named(requested)
+            if named is not None:
+                return named[0], requested, named[1]
             from service.errors import BindingError
 
             raise BindingError(
