@@ -554,17 +554,26 @@ class _Program:
         while True:
             target = peek(ahead)
             if target.kind != "name" or keyword.iskeyword(target.text):
+                if target.kind == "=" and ahead >= 4:  # `a, b, = 1, 2`: a trailing comma
+                    break
+                if target.kind == "=":  # `a, = x,`, a tuple of one
+                    message = _(
+                        "one name is assigned without a comma: {name} = value",
+                        name=peek(0).text,
+                    )
+                    raise ExpressionError("unsupported_syntax", message, peek(1).span)
                 self.refuse_targets(target)
                 return None
             following = peek(ahead + 1)
             if following.kind == "=":
+                ahead += 1
                 break
             if following.kind != ",":
                 self.refuse_targets(following)
                 return None
             ahead += 2
-        names = [self.stream.next() for _ in range(ahead + 1)][::2]
-        return names
+        # the names with the comma after each, the last perhaps without
+        return [self.stream.next() for _ in range(ahead)][::2]
 
     def refuse_targets(self, token: Token) -> None:
         """Where `a, b, ...` stops being names and commas: refused at `token` if an `=` or `+=`
@@ -637,15 +646,19 @@ class _Program:
         for i in range(len(targets)):
             values.append(self.expression(equals, in_tuple=True))
             reads.append(self.reading)
-            assert self.terminator is not None
-            if (self.terminator.kind == ",") != (i < len(targets) - 1):
+            terminator = self.terminator
+            assert terminator is not None
+            last = i == len(targets) - 1
+            if last and terminator.kind == "," and self.stream.peek().kind in _STATEMENT_ENDS:
+                break  # `a, b = 1, 2,`: a trailing comma
+            if (terminator.kind == ",") == last:
                 raise ExpressionError(
                     "unsupported_syntax",
                     _(
                         "{count} names are assigned, so give {count} values separated by commas",
                         count=len(targets),
                     ),
-                    (start, self.terminator.end),
+                    (start, terminator.end),
                 )
         span = (start, self.previous_end)
         for target in targets:  # `a, b = b, a` reads them before any statement assigns them

@@ -447,6 +447,8 @@ REFUSED = [
     ("y = a\n(a + b).backward()", "unsupported_syntax", (13, 24), "line of its own"),
     ("y = a\ny.backward()\ny.backward()", "unsupported_syntax", (19, 31), "already called"),
     ("a, b = 1", "unsupported_syntax", (0, 8), "2 names are assigned"),
+    ("a, b = 1, 2, 3", "unsupported_syntax", (0, 12), "2 names are assigned"),
+    ("a, = b,", "unsupported_syntax", (1, 2), "one name is assigned without a comma: a = value"),
     ("a = 1, 2", "unexpected_token", (5, 6), "no call here"),
     ("a + b = 2", "unsupported_syntax", (6, 7), "only a name can be assigned"),
     ("x **= 2", "unsupported_syntax", (2, 5), "write x = x ** k"),
@@ -480,6 +482,19 @@ def test_refused(text: str, kind: str, span: tuple[int, int], says: str | None) 
         assert says in error.message
     assert error.line == text.count("\n", 0, span[0]) + 1
     assert error.column == span[0] - (text.rfind("\n", 0, span[0]) + 1) + 1
+
+
+@pytest.mark.parametrize(
+    "program",
+    [
+        "p, q, = a, 2\nr = p * q",
+        "p, q = a, 2,\nr = p * q",
+        "p, q, = a * 2, a,  # trailing\nr = p * q",
+    ],
+)
+def test_a_tuple_assignment_may_end_with_a_comma_as_in_python(program: str) -> None:
+    document = evaluator.evaluate(program, {"a": 3.0}, "primitive")
+    assert_micrograds_graph(document, program, {"a": 3.0}, "r")
 
 
 @pytest.mark.parametrize(
