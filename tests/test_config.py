@@ -181,3 +181,17 @@ def test_every_variable_the_deployment_files_name_is_known() -> None:
     known = {setting.variable for setting in SETTINGS.values()} | set(SERVER_VARIABLES)
     assert named, "no AUTOGRAD_ variable found: the pattern or the files changed"
     assert named <= known
+
+
+def test_the_served_spec_states_the_configured_bounds_of_every_request_field() -> None:
+    client = make_app(MAX_EXPRESSION_LENGTH=500, MAX_IDENTIFIER_LENGTH=8).test_client()
+    spec = client.get("/openapi.json").get_json()
+    body = spec["components"]["schemas"]["GradientsRequest"]["properties"]
+    assert body["expression"]["maxLength"] == 500
+    assert body["output"]["maxLength"] == 8
+    assert body["bindings"]["propertyNames"]["maxLength"] == 8
+    query = {p["name"]: p["schema"] for p in spec["paths"]["/v1/sweep"]["get"]["parameters"]}
+    assert query["output"]["maxLength"] == 8
+    # a response's fields of the same names state no bound
+    response = spec["components"]["schemas"]["Evaluation"]["properties"]
+    assert "maxLength" not in response["expression"]

@@ -67,11 +67,22 @@ def served_spec(app: Flask) -> dict[str, Any]:
     """
     spec: dict[str, Any] = copy.deepcopy(app.extensions[SPEC_EXTENSION].to_dict())
     bounds = request_bounds(app.extensions[EXTENSION].limits)
-    for schema in spec.get("components", {}).get("schemas", {}).values():
-        for name, prop in schema.get("properties", {}).items():
-            # Only the request fields state bounds; a response's `expression` has none.
-            if name in bounds and bounds[name].keys() <= prop.keys():
-                prop.update(copy.deepcopy(bounds[name]))
+    # Request fields in bodies, and in queries (GET /v1/sweep's `output`).
+    properties = [
+        (name, prop)
+        for schema in spec.get("components", {}).get("schemas", {}).values()
+        for name, prop in schema.get("properties", {}).items()
+    ] + [
+        (parameter["name"], parameter["schema"])
+        for operations in spec.get("paths", {}).values()
+        for operation in operations.values()
+        for parameter in operation.get("parameters", [])
+        if "schema" in parameter
+    ]
+    for name, prop in properties:
+        # Only the request fields state bounds; a response's `expression` has none.
+        if name in bounds and bounds[name].keys() <= prop.keys():
+            prop.update(copy.deepcopy(bounds[name]))
     return spec
 
 

@@ -46,6 +46,8 @@ def request_bounds(limits: Limits) -> dict[str, dict[str, Any]]:
     """
     return {
         "expression": {"minLength": 1, "maxLength": limits.max_expression_length},
+        # a longer name is no name of the program: refused as an unknown output
+        "output": {"maxLength": limits.max_identifier_length},
         "bindings": {
             "maxProperties": limits.max_bindings,
             "propertyNames": {
@@ -144,7 +146,8 @@ def output_name() -> fields.String:
         ),
         metadata={
             "description": "For a program: the name whose value is the output. By default, "
-            "the name `name.backward()` is called on, else the last statement."
+            "the name `name.backward()` is called on, else the last statement.",
+            **_DEFAULT_BOUNDS["output"],
         },
     )
 
