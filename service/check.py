@@ -91,6 +91,9 @@ class Tolerance:
 
 
 DEFAULT_TOLERANCE = Tolerance()
+# A formula is right or wrong, however wide the request's tolerance for numbers: its values at
+# the sample points must agree as two ways of computing one number do, up to rounding.
+EQUIVALENT = Tolerance(relative=1e-8, absolute=1e-9)
 # "Close": off by at most 1% (or 0.01), as a rounded or slightly miscomputed answer is.
 CLOSE = Tolerance(relative=1e-2, absolute=1e-2)
 
@@ -879,6 +882,18 @@ class _Symbolic:
         # Any input of the program may appear, those the output does not use too (its
         # derivative by one of them is 0, which `u - u` writes as well as `0`).
         strangers = [v for v in answer.variables if v not in self.parsed.input_set]
+        computed = [name for name in strangers if name in self.parsed.assigned]
+        if computed:  # `2*h` where the program computes h = u + v
+            item.feedback = _feedback(
+                "unknown_variable",
+                _(
+                    "The answer uses {names}, which the program computes: write the derivative "
+                    "in its inputs ({inputs}).",
+                    names=", ".join(computed),
+                    inputs=", ".join(self.parsed.inputs),
+                ),
+            )
+            return
         if strangers:
             item.feedback = _feedback(
                 "unknown_variable",
@@ -927,4 +942,6 @@ class _Symbolic:
             mistakes = mistakes or analysis
         if mistakes is None:  # nowhere to compare: sympy could not prove it, so it is not accepted
             return _incorrect()
-        return judge(values, expected, predicted, mistakes, self.tolerance)
+        # A number (`0.333` for 1/3) is judged as numbers are; a formula by its equivalence.
+        tolerance = EQUIVALENT if answer.variables else self.tolerance
+        return judge(values, expected, predicted, mistakes, tolerance)

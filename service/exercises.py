@@ -178,12 +178,25 @@ def _inline(expression: str) -> str:
     return "; ".join(line.strip() for line in expression.splitlines() if line.strip())
 
 
+def _unbracketed(text: str) -> str:
+    """`(y + z)` as `y + z`, for a sentence that puts it in brackets of its own; `(a) * (b)`
+    as it is."""
+    if not (text.startswith("(") and text.endswith(")")):
+        return text
+    depth = 0
+    for i, char in enumerate(text):
+        depth += (char == "(") - (char == ")")
+        if depth == 0:
+            return text[1:-1].strip() if i == len(text) - 1 else text
+    return text
+
+
 def _node_question(node: dict[str, Any], expression: str) -> Message:
     """The question about one node of a backward pass: a program's named operation by its
     name, an input by its own (not by a declaration's `Value(2.0)`)."""
     if node["kind"] == "variable":
         return _("What gradient reaches node {id} ({text})?", id=node["id"], text=node["label"])
-    text = expression[node["span"][0] : node["span"][1]]
+    text = _unbracketed(expression[node["span"][0] : node["span"][1]])
     if node["name"]:
         return _("What gradient reaches {name} (node {id}: {text})?", name=node["name"],
                  id=node["id"], text=text)  # fmt: skip
@@ -233,12 +246,24 @@ def exercise(
         "expression": expression,
         "bindings": bindings,
     }
+    output = document["output"]  # a program's output has a name: the sentences use it
     if kind == "gradients":
-        result["instructions"] = _(
-            "Predict the gradient of {expression} with respect to each variable at {bindings} "
-            "before you press Backward, using the chain rule; then check.",
-            expression=inline,
-            bindings=shown,
+        result["instructions"] = (
+            _(
+                "Predict the gradient of {expression} with respect to each variable at "
+                "{bindings} before you press Backward, using the chain rule; then check.",
+                expression=inline,
+                bindings=shown,
+            )
+            if output is None
+            else _(
+                "Predict the gradient of {output}, computed by the program {expression}, with "
+                "respect to each input at {bindings} before you press Backward, using the chain "
+                "rule; then check.",
+                output=output,
+                expression=inline,
+                bindings=shown,
+            )
         )
         questions = [
             (
@@ -250,12 +275,24 @@ def exercise(
             for name, grad in document["gradients"].items()
         ]
     elif kind == "backward-pass":
-        result["instructions"] = _(
-            "Fill in the backward pass of {expression} at {bindings}: the gradient that reaches "
-            "each node. The output's own gradient is 1; each edge carries incoming gradient × "
-            "local derivative, and the contributions reaching a node add up.",
-            expression=inline,
-            bindings=shown,
+        result["instructions"] = (
+            _(
+                "Fill in the backward pass of {expression} at {bindings}: the gradient that "
+                "reaches each node. The output's own gradient is 1; each edge carries incoming "
+                "gradient × local derivative, and the contributions reaching a node add up.",
+                expression=inline,
+                bindings=shown,
+            )
+            if output is None
+            else _(
+                "Fill in the backward pass of the program {expression} at {bindings}, from its "
+                "output {output}: the gradient that reaches each node. The output's own gradient "
+                "is 1; each edge carries incoming gradient × local derivative, and the "
+                "contributions reaching a node add up.",
+                output=output,
+                expression=inline,
+                bindings=shown,
+            )
         )
         graph = document["graph"]
         result["graph"] = evaluator.structure(expression)["graph"]
@@ -270,12 +307,24 @@ def exercise(
             if node["id"] != graph["root"] and node["kind"] != "constant"
         ]
     else:
-        result["instructions"] = _(
-            "Write the derivative of {expression} with respect to each variable, as an "
-            "expression in its variables (for example 2 * a * b). The bindings {bindings} are "
-            "only where the service checks it.",
-            expression=inline,
-            bindings=shown,
+        result["instructions"] = (
+            _(
+                "Write the derivative of {expression} with respect to each variable, as an "
+                "expression in its variables (for example 2 * a * b). The bindings {bindings} "
+                "are only where the service checks it.",
+                expression=inline,
+                bindings=shown,
+            )
+            if output is None
+            else _(
+                "Write the derivative of {output}, computed by the program {expression}, with "
+                "respect to each input, as an expression in the inputs {inputs} (for example "
+                "2 * a * b). The bindings {bindings} are only where the service checks it.",
+                output=output,
+                expression=inline,
+                inputs=", ".join(bindings),
+                bindings=shown,
+            )
         )
         questions = [
             (

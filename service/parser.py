@@ -491,6 +491,7 @@ class _Program:
         self.backward_reads: tuple[int, ...] = ()
         self.terminator: Token | None = None  # what ended the last expression
         self.previous_end = 0  # where the last expression ended
+        self.indentation: int | None = None  # of the line the last statement starts on
 
     def parse(self, output: str | None) -> ParsedExpression:
         stream = self.stream
@@ -526,6 +527,7 @@ class _Program:
                 "max_statements",
                 self.limits.max_statements,
             )
+        self.check_indentation(first)
         if first.kind == "name":
             if first.text in _KEYWORD_STATEMENTS:
                 # the whole line, and the lines a backslash at its end continues it onto
@@ -545,6 +547,25 @@ class _Program:
                 return self.backward_statement()
         root = self.expression(None)
         self.last, self.last_name, self.last_reads = root, None, tuple(self.reading)
+
+    def check_indentation(self, first: Token) -> None:
+        """Refuse a line indented more than the statement before it that starts with a sign:
+        Python refuses it (`unexpected indent`), and read as a statement of its own it would
+        silently leave the sign's term out of the expression it was meant to go on."""
+        line_start = self.text.rfind("\n", 0, first.start) + 1
+        indent = self.text[line_start : first.start]
+        if indent.strip(" \t\r"):
+            return  # after a `;`: the line's own indentation was seen with its first statement
+        width = len(indent.expandtabs())
+        if first.kind == "op" and self.indentation is not None and width > self.indentation:
+            message = _(
+                "this indented line starts a statement of its own with '{sign}', so it does not "
+                "go on with the line above: to write an expression over several lines, put it "
+                "in brackets",
+                sign=first.text,
+            )
+            raise ExpressionError("unsupported_syntax", message, first.span)
+        self.indentation = width
 
     def targets(self) -> list[Token] | None:
         """`a, b, c =`: the names, when the statement is a tuple assignment; None when it is
@@ -1328,6 +1349,19 @@ class _Expression:
             self.grow(opener.start, token.end)
 
     def comma(self, token: Token) -> None:
+        following = self.stream.peek()
+        before = self.operands[-1]
+        if (
+            before.kind == "constant"
+            and self.spans[-1][1] == token.start
+            and self.text[self.spans[-1][0] : token.start].isdigit()
+            and following.kind == "number"
+            and following.start == token.end
+        ):  # `0,5`: a decimal comma, as Russian and Estonian write decimals
+            start = self.spans[-1][0]
+            written = self.text[start : token.start] + "." + following.text
+            message = _("decimals are written with a point: {number}", number=written)
+            raise ExpressionError("unsupported_syntax", message, (start, following.end))
         while self.pending and self.pending[-1].kind in ("binary", "prefix"):
             self.reduce()
         if not self.pending or self.pending[-1].kind != "call":
@@ -1379,6 +1413,11 @@ class _Expression:
             end = self.text.find(")", closing.start)
             span = (dot.start, closing.end if end < 0 else end + 1)
             raise ExpressionError("unsupported_syntax", message, span)
+        if closing.kind != ")" and self.unclosed_before(closing, opening.end):
+            # `y = x.tanh(` and the next statement on the next line
+            raise ExpressionError(
+                "unbalanced_parenthesis", _("this '(' is never closed"), opening.span
+            )
         if closing.kind != ")":
             kind, start, receiver = "wrong_arity", dot.start, self.text[written[0] : written[1]]
             if receiver in _MODULES and receiver not in self.program.bound:
@@ -1403,9 +1442,28 @@ class _Expression:
         self.spans.append(span)
         self.end = closing.end
 
+    def unclosed_before(self, token: Token, after: int) -> bool:
+        """Whether `token`, just read inside a bracket, starts a line after position `after`,
+        and no `)` further on closes that bracket: an unclosed bracket followed by the next
+        statement (`y = (x * 2` and then `z = y`), which Python too reports as never closed."""
+        if "\n" not in self.text[after : token.start]:
+            return False
+        stream = self.stream
+        depth = 0
+        for following in stream.tokens[stream.position - 1 : stream.last]:
+            depth += (following.kind == "(") - (following.kind == ")")
+            if depth < 0:
+                return False
+        return True
+
     def juxtaposition(self, token: Token, previous: Token | None) -> ExpressionError:
         """Two operands with no operator between them: say what was probably meant."""
         assert previous is not None
+        if self.brackets and self.unclosed_before(token, previous.end):
+            opener = next(p for p in reversed(self.pending) if p.kind in ("paren", "call"))
+            return ExpressionError(
+                "unbalanced_parenthesis", _("this '(' is never closed"), opener.opening
+            )
         left, right = previous.text, token.text
         span = (previous.start, token.end)
         touching = previous.end == token.start

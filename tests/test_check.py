@@ -209,6 +209,20 @@ def test_the_tolerance_can_be_widened_or_narrowed() -> None:
     assert default["results"][1]["verdict"] == "correct"  # within relative 1e-6
 
 
+def test_a_wide_tolerance_loosens_numbers_but_not_formulas() -> None:
+    # The tolerance is for numbers a learner rounds: a formula is equivalent or it is not.
+    wide = Tolerance(relative=0.05, absolute=0.5)
+    answers = {"derivatives": {"a": "1.04*b", "b": "a + 0.3"}}
+    result = check(EVALUATOR, "a*b", {"a": 3, "b": 2}, answers, tolerance=wide)
+    verdicts = {item["item"]: item["verdict"] for item in result["results"]}
+    assert verdicts["derivatives.a"] == verdicts["derivatives.b"] == "incorrect"
+    # A derivative that is a number is a number: rounded within the tolerance, it is right.
+    third = check(EVALUATOR, "a/3", {"a": 3}, {"derivatives": {"a": "0.333"}}, tolerance=wide)
+    assert third["results"][-1]["verdict"] == "correct"
+    default = check(EVALUATOR, "a/3", {"a": 3}, {"derivatives": {"a": "0.333"}})
+    assert default["results"][-1]["feedback"]["code"] == "outside_tolerance"
+
+
 def test_every_code_is_documented() -> None:
     codes = {code for *_, code in MISTAKES}
     assert codes <= set(CODES)
@@ -618,7 +632,8 @@ def test_a_name_that_is_no_input_of_the_program_is_an_unknown_variable() -> None
     result = feedback(program, {}, {"derivatives": {"x": "t"}}, "derivatives.x")
     assert result["feedback"] == {
         "code": "unknown_variable",
-        "message": "The answer uses t, which is not a variable of the expression.",
+        "message": "The answer uses t, which the program computes: write the derivative in its "
+        "inputs (x, u).",
     }
 
 
@@ -808,3 +823,16 @@ def test_every_node_of_a_large_program_answered_is_checked_within_the_budget(
     results = response.get_json()["results"]
     assert sum(result["verdict"] == "correct" for result in results) == 1  # the output's own 1
     assert len([r for r in results if r["verdict"] != "unanswered"]) == 999
+
+
+def test_a_name_the_program_computes_is_no_input_of_a_derivative() -> None:
+    program = "h = u + v\nout = h * h - w / h"
+    answers = {"derivatives": {"u": "2*h + w/h**2", "w": "-1/q"}}
+    result = check(EVALUATOR, program, {"u": 1, "v": 2, "w": 3}, answers)
+    feedback = {item["item"]: item["feedback"] for item in result["results"]}
+    assert feedback["derivatives.u"]["code"] == "unknown_variable"
+    assert feedback["derivatives.u"]["message"] == (
+        "The answer uses h, which the program computes: write the derivative in its inputs "
+        "(u, v, w)."
+    )
+    assert "not a variable of the expression" in feedback["derivatives.w"]["message"]

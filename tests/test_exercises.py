@@ -245,3 +245,22 @@ def test_a_request_asks_for_generator_2(client: FlaskClient) -> None:
     assert (first["generator"], second["generator"]) == (1, 2)
     assert second["expression"] == "s = x - y\nout = s * z + s"
     assert "\n" not in first["expression"]
+
+
+@pytest.mark.parametrize("kind", EXERCISE_KINDS)
+def test_a_program_exercise_names_its_output(kind: str) -> None:
+    document = exercise(EVALUATOR, 5, 3, kind, generator=2)
+    statements = document["expression"].splitlines()
+    assert statements[-1].startswith("out = ")
+    assert f"program {'; '.join(statements)}" in document["instructions"]
+    assert "out" in document["instructions"].replace(statements[-1], "")
+    # an expression's sentences stay as they were
+    plain = exercise(EVALUATOR, 0, 1, kind)
+    assert "program" not in plain["instructions"]
+
+
+def test_a_node_written_in_brackets_is_asked_about_in_one_pair() -> None:
+    document = exercise(EVALUATOR, 3, 1, "backward-pass")
+    assert document["expression"] == "x * (y + z)"
+    prompts = [question["prompt"] for question in document["questions"]]
+    assert "What gradient reaches node 3 (y + z)?" in prompts

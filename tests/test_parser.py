@@ -129,6 +129,10 @@ def test_variables_in_order_of_first_appearance() -> None:
         ("*a", "unexpected_token", (0, 1)),
         ("a,b", "unexpected_token", (1, 2)),
         ("1.2.3", "unexpected_token", (0, 5)),
+        # a decimal comma, as Russian and Estonian write decimals: "write 0.5"
+        ("a * 0,5", "unsupported_syntax", (4, 7)),
+        ("exp(2,5)", "unsupported_syntax", (4, 7)),
+        ("a * 1.5,5", "unexpected_token", (7, 8)),
         ("2a", "implicit_multiplication", (0, 2)),
         ("2 3", "implicit_multiplication", (0, 3)),
         ("a b", "implicit_multiplication", (0, 3)),
@@ -208,6 +212,9 @@ def test_messages_say_what_to_write() -> None:
     with pytest.raises(ExpressionError) as raised:
         parse("sin(x)")
     assert all(name in raised.value.message for name in ("exp", "log", "relu", "tanh"))
+    with pytest.raises(ExpressionError) as raised:
+        parse("x * 0,25")
+    assert raised.value.message == "decimals are written with a point: 0.25"
 
 
 @pytest.mark.parametrize(

@@ -393,6 +393,8 @@ def test_an_expression_over_several_lines_is_one_statement(expression: str) -> N
         ("x = Value(3.0)\ny = x * 2\n-x", -3.0, None),
         ("x = Value(3.0)\n\n# then\n+x", 3.0, None),
         ("x = Value(3.0)\n-x", -3.0, None),
+        # indented as the statement before it (a body pasted from a function): still one
+        ("    x = Value(3.0)\n    y = x * 2\n    -y", -6.0, None),
         # A line that starts with an operator no statement can start with goes on with the last.
         ("x = Value(3.0)\ny = x\n  * 2", 6.0, "y"),
     ],
@@ -469,6 +471,15 @@ REFUSED = [
     ("y = a²", "invalid_character", (5, 6), "write a power as x ** 2"),
     ("y = a \\ # more\n+ 1", "unsupported_syntax", (6, 7), "nothing may follow a backslash"),
     ("y = a \\", "unsupported_syntax", (6, 7), "the text ends here"),
+    # indented more than the line above and starting with a sign: Python's `unexpected indent`
+    ("w = Value(0.5)\nloss = w * 2\n    - 1\nloss.backward()", "unsupported_syntax", (32, 33),
+     "put it in brackets"),
+    ("y = a; z = y\n  + 1", "unsupported_syntax", (15, 16), "starts a statement of its own"),
+    # a bracket left open, then the next statement: never closed, as Python says
+    ("y = (a * 2\nz = y + 1", "unbalanced_parenthesis", (4, 5), "never closed"),
+    ("y = exp(a\nz = y", "unbalanced_parenthesis", (7, 8), "never closed"),
+    ("y = a.tanh(\nz = y", "unbalanced_parenthesis", (10, 11), "never closed"),
+    ("y = (a * 2\n  b)", "implicit_multiplication", (9, 14), "write 2*b"),
 ]  # fmt: skip
 
 

@@ -29,7 +29,7 @@ View = TypeVar("View", bound=Callable[..., Any])
 # What the web layer's own problems look like, for the spec's examples.
 _SAMPLES: dict[str, tuple[str, dict[str, Any]]] = {
     "malformed-json": (
-        "the request body is not valid JSON: Expecting ',' delimiter: line 1 column 28 (char 27)",
+        "the request body is not valid JSON at line 1, column 28: ',' was expected",
         {},
     ),
     "validation-error": (

@@ -16,7 +16,7 @@ from flask.json.provider import DefaultJSONProvider
 from webargs.flaskparser import FlaskParser
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from service.i18n import _
+from service.i18n import Message, _
 from service.kinds import Problem
 
 REQUEST_ID_HEADER = "X-Request-ID"
@@ -56,16 +56,39 @@ def _integer(text: str) -> int | float | NonFiniteNumber:
     return int(text) if len(text) < _LONG_INTEGER else _float(text)
 
 
+class UnreadableBody(ValueError):
+    """Why a body is not a JSON document this service reads, as a sentence to translate."""
+
+    def __init__(self, reason: Message) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+# What Python's JSON reader says, in sentences a translation can carry (its line and column are
+# given apart). A reason not listed is passed on as the reader wrote it.
+_DECODER_REASONS = {
+    "Expecting value": _("a value was expected"),
+    "Expecting property name enclosed in double quotes": _("a key in double quotes was expected"),
+    "Expecting ':' delimiter": _("':' was expected"),
+    "Expecting ',' delimiter": _("',' was expected"),
+    "Extra data": _("more text follows the JSON document"),
+    "Unterminated string starting at": _("a string is never closed"),
+    "Invalid control character at": _("a string holds a control character"),
+    "Invalid \\escape": _("a string holds an invalid escape"),
+    "Invalid \\uXXXX escape": _("a string holds an invalid escape"),
+}
+
+
 def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     # Python keeps the last of two equal keys; another parser may keep the first, so the request
     # has no single meaning and is refused as malformed.
     document = dict(pairs)
     if len(document) != len(pairs):
         seen: set[str] = set()
-        for key, _ in pairs:
+        for key, _value in pairs:
             if key in seen:
                 quoted = json.dumps(key[:_QUOTED_KEY])
-                raise ValueError(f"the key {quoted} appears twice in an object")
+                raise UnreadableBody(_("the key {key} appears twice in an object", key=quoted))
             seen.add(key)
     return document
 
@@ -80,7 +103,16 @@ class StrictJSONProvider(DefaultJSONProvider):
     def loads(self, s: str | bytes, **kwargs: Any) -> Any:
         # JSON between systems is UTF-8 (RFC 8259); json.loads would also take UTF-16 and
         # UTF-8-encoded surrogates. A byte order mark is ignored, as the RFC allows.
-        text = s.decode("utf-8-sig") if isinstance(s, bytes) else s
+        try:
+            text = s.decode("utf-8-sig") if isinstance(s, bytes) else s
+        except UnicodeDecodeError as error:
+            byte = error.object[error.start : error.start + 1].hex()
+            message = _(
+                "the body is not UTF-8: the byte 0x{byte} at position {position} cannot be read",
+                byte=byte,
+                position=error.start,
+            )
+            raise UnreadableBody(message) from None
         try:
             return json.loads(
                 text,
@@ -90,7 +122,7 @@ class StrictJSONProvider(DefaultJSONProvider):
                 object_pairs_hook=_object,
             )
         except RecursionError:  # `[[[[...` a million deep: too deep for json's recursive parser
-            raise ValueError("the JSON document nests too deeply") from None
+            raise UnreadableBody(_("the JSON document nests too deeply")) from None
 
 
 class ApiRequest(Request):
@@ -143,8 +175,16 @@ class ApiRequest(Request):
             raise Problem("unsupported-media-type", detail)
         if not self.get_data(cache=True):
             raise Problem("malformed-json", _("the request body is empty; send a JSON object"))
-        # The reason is the JSON reader's own (with the line and column), or ours, in English.
-        detail = _("the request body is not valid JSON: {reason}", reason=str(e))
+        if isinstance(e, json.JSONDecodeError):
+            detail = _(
+                "the request body is not valid JSON at line {line}, column {column}: {reason}",
+                line=e.lineno,
+                column=e.colno,
+                reason=_DECODER_REASONS.get(e.msg, e.msg),
+            )
+        else:
+            reason = e.reason if isinstance(e, UnreadableBody) else str(e)
+            detail = _("the request body is not valid JSON: {reason}", reason=reason)
         raise Problem("malformed-json", detail)
 
 
