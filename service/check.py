@@ -840,27 +840,16 @@ class _Symbolic:
 
     @cached_property
     def on_piece(self) -> sympy.Expr:
-        """The output on the bindings' piece, built from the tree as `ParsedExpression.sympy`
-        is, but with each relu as the engine's forward pass left it: its input where the relu's
-        local derivative is 1, and 0 where it is 0 (at the kink too, as micrograd's relu). Its
-        derivative is then the piece's, with no Heaviside left to decide.
-
-        Each relu is decided by its own tree node as the tree is built: replacing sympy's relu
-        terms afterwards could not, since one term (`relu(a - b + c)`) may stand for relus the
-        engine found on and off (`relu(a - b + c) + relu(a + c - b)`)."""
+        """The output on the bindings' piece, each relu as the engine's forward pass left it
+        (see `symbolic.engine_piece`)."""
         if not self.piece:  # no relu: one piece, the whole expression
             return self.parsed.sympy
-        import sympy
-
         from service import symbolic
 
-        node_of, nodes = self.compiled.node_of, self.nodes
-
-        def piece(node: Node, operand: sympy.Expr) -> sympy.Expr:
-            on = nodes[node_of[node]]["local_grads"][0] > 0
-            return operand if on else sympy.Integer(0)
-
-        return symbolic.from_tree(self.parsed.postorder(), self.parsed.root, relu=piece)
+        parsed = self.parsed
+        return symbolic.engine_piece(
+            parsed.postorder(), parsed.root, self.compiled.node_of, self.nodes
+        )
 
     def derivative(self, name: str) -> sympy.Expr:
         """The derivative on the bindings' piece."""

@@ -111,7 +111,7 @@ class Differentiator:
         document = self.evaluator.evaluate(
             expression, bindings, DEFAULT_GRANULARITY, output, locale
         )
-        symbolic = self.symbolic(parsed, chosen, point)
+        symbolic = self.symbolic(parsed, chosen, point, compiled, document)
         scale = _rounding_scale(document)
         derivatives, agree = [], True
         for name in chosen:
@@ -173,19 +173,34 @@ class Differentiator:
             ).at(expression)
 
     def symbolic(
-        self, parsed: ParsedExpression, chosen: list[str], bindings: Mapping[str, float]
+        self,
+        parsed: ParsedExpression,
+        chosen: list[str],
+        bindings: Mapping[str, float],
+        compiled: Compiled,
+        document: dict[str, Any],
     ) -> dict[str, Any]:
         """The expression's LaTeX and size, and each derivative as text, LaTeX, exact value and
-        size (see `service.formulas`); all within one time budget."""
+        size (see `service.formulas`); all within one time budget. The exact values are taken
+        on the piece the engine's evaluation `document` lies on, relu by relu."""
         formulas = _formulas()
         try:
             with time_budget(self.limits.seconds, SYMBOLIC_TOO_EXPENSIVE):
+                piece = None
+                if any(node.op == "relu" for node in parsed.postorder()):
+                    from service import symbolic as forms
+
+                    nodes = document["graph"]["nodes"]
+                    piece = forms.engine_piece(
+                        parsed.postorder(), parsed.root, compiled.node_of, nodes
+                    )
                 symbolic: dict[str, Any] = formulas.derivatives(
                     parsed,
                     chosen,
                     bindings,
                     self.limits.simplify_operations,
                     self.limits.seconds * self.limits.simplify_share,
+                    piece,
                 )
                 return symbolic
         except BudgetExceeded as overrun:

@@ -36,12 +36,15 @@ def derivatives(
     bindings: Mapping[str, float],
     simplify_operations: int,
     simplify_seconds: float,
+    piece: sympy.Expr | None = None,
 ) -> dict[str, Any]:
     """The expression's LaTeX and size, and for each variable the derivative's text, LaTeX,
     exact value at the bindings and size (`count_ops`).
 
     `simplify` is tried on derivatives of at most `simplify_operations` operations, within
-    `simplify_seconds` for all of them together.
+    `simplify_seconds` for all of them together. `piece`, for an expression with relus, is it
+    on the piece the engine's forward pass found the bindings on (`symbolic.engine_piece`): the
+    exact values are its derivatives', while the formulas are the whole function's.
     """
     function = parsed.sympy
     # The bindings as exact rationals: every float is a binary fraction, so this is the point the
@@ -55,10 +58,11 @@ def derivatives(
         if 0 < operations <= simplify_operations and simplify_left > 0:
             derivative, operations, spent = _simplified(derivative, operations, simplify_left)
             simplify_left -= spent
+        on_piece = derivative if piece is None else sympy.diff(piece, symbol(name))
         formulas[name] = {
             "text": text(derivative),
             "latex": latex(derivative),
-            "value": exact_value(derivative, at),
+            "value": exact_value(on_piece, at),
             "operations": operations,
         }
     return {

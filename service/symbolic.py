@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import sympy
 
@@ -63,3 +63,24 @@ def from_tree(
             operands = [built[arg] for arg in node.args]
             built[node] = BY_NAME[node.op].sympy_form(forms, node.exponent, *operands)
     return built[root]
+
+
+def engine_piece(
+    postorder: list[Node], root: Node, node_of: Mapping[Node, int], nodes: Sequence[dict[str, Any]]
+) -> sympy.Expr:
+    """The output on the piece an evaluation lies on: built as `from_tree` builds it, but with
+    each relu as the engine's forward pass left it, its input where the relu's local derivative
+    (in the evaluated graph `nodes`, at `node_of[node]`) is 1 and 0 where it is 0 (at the kink
+    too, as micrograd's relu). Its derivative is the piece's, with no Heaviside left to decide.
+
+    The engine decides, not sympy: the two may add the same floats in different orders, or sympy
+    exactly where the engine rounded, and land on opposite sides of 0 (`relu(w*x + b)` at 0.1,
+    10, -1 is off for the engine, whose sum is exactly 0.0, and on for the exact sum, 5.6e-17).
+    Each relu is decided by its own tree node: replacing sympy's relu terms afterwards could
+    not, since one term (`relu(a - b + c)`) may stand for relus the engine found on and off."""
+
+    def piece(node: Node, operand: sympy.Expr) -> sympy.Expr:
+        on = nodes[node_of[node]]["local_grads"][0] > 0
+        return operand if on else sympy.Integer(0)
+
+    return from_tree(postorder, root, relu=piece)
