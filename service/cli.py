@@ -364,10 +364,16 @@ def _tell(what: str, kind: str, message: str, source: str, span: Sequence[int] |
 
 
 def _print(text: str) -> int:
-    """Prints `text`; a reader that stopped early (`| head`) ends the program quietly."""
+    return _stdout(f"{text}\n".encode())
+
+
+def _stdout(data: bytes) -> int:
+    """Writes `data` to standard output; a reader that stopped early (`| head`, `| true`) ends
+    the program quietly."""
     try:
-        print(text)
         sys.stdout.flush()
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
     except BrokenPipeError:
         # Python would report the pipe again when it flushes stdout at exit: point stdout at
         # /dev/null first. 141 is what a shell reports for a program ended by SIGPIPE.
@@ -429,13 +435,10 @@ def run_sweep(args: argparse.Namespace) -> int:
 
 def write(data: bytes, output: Path | None) -> int:
     if output is None:
-        sys.stdout.flush()
-        sys.stdout.buffer.write(data)
-        sys.stdout.buffer.flush()
-    else:
-        try:
-            output.write_bytes(data)
-        except OSError as error:
-            print(f"error: cannot write {output}: {error.strerror}", file=sys.stderr)
-            return 2
+        return _stdout(data)
+    try:
+        output.write_bytes(data)
+    except OSError as error:
+        print(f"error: cannot write {output}: {error.strerror}", file=sys.stderr)
+        return 2
     return 0
