@@ -8,6 +8,7 @@ never from text. The caller bounds the time; `simplify` gets a short budget of i
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections.abc import Mapping
 from functools import cache
@@ -158,6 +159,15 @@ class _Text(StrPrinter):  # type: ignore[misc]  # sympy ships no types: its prin
         return _float_text(expr)
 
 
+# A letter, or a lowercase Greek letter LaTeX has a command for, then perhaps digits: names
+# written as symbols.
+_GREEK = (
+    "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi pi rho "
+    "sigma tau upsilon phi chi psi omega"
+)
+_MATHEMATICAL_NAME = re.compile(rf"([A-Za-z]|{'|'.join(_GREEK.split())})([0-9]*)")
+
+
 class _Latex(LatexPrinter):  # type: ignore[misc]  # sympy ships no types: its printers are Any
     """sympy's LaTeX, with relu's derivative as cases, plain floats and safe variable names."""
 
@@ -178,12 +188,17 @@ class _Latex(LatexPrinter):  # type: ignore[misc]  # sympy ships no types: its p
         return rf"\left({tex}\right)" if self._print_level > 1 else tex
 
     def _print_Symbol(self, expr: sympy.Symbol, style: str = "plain") -> str:
+        # Two inputs must never look alike: sympy would write both `x1` and `x_1` as x_{1},
+        # `xdot` as an x with a dot, and `distance` as eight italic letters, a product. So a
+        # letter or a Greek letter's name, perhaps with digits as its subscript, is written as
+        # sympy writes it (`x`, `x_{1}`, `\alpha_{2}`), and every other name as it is spelt.
         name: str = expr.name
-        # sympy reads `x_1` as x subscript 1 and `alpha` as the Greek letter; names it would
-        # turn into broken LaTeX (`_t`, `a__b`, `t_`) are written out as they are.
-        if name.startswith("_") or name.endswith("_") or "__" in name:
+        match = _MATHEMATICAL_NAME.fullmatch(name)
+        if match is None or match[1] == "pi":  # no π: the language has no such constant
             return r"\mathit{" + name.replace("_", r"\_") + "}"
-        return cast(str, super()._print_Symbol(expr, style))
+        letter, digits = match.groups()
+        written = f"\\{letter}" if len(letter) > 1 else letter
+        return f"{written}_{{{digits}}}" if digits else written
 
 
 def text(expression: sympy.Expr) -> str:

@@ -1216,7 +1216,11 @@ class _Expression:
                     ),
                     (token.start, token.start),
                 )
-        opened_call = bool(self.pending) and self.pending[-1].token is previous
+        opened_call = (
+            bool(self.pending)
+            and self.pending[-1].kind == "call"
+            and self.pending[-1].token is previous
+        )
         if token.kind == ")" and previous is not None and (previous.kind == "(" or opened_call):
             opener = self.pending[-1]
             if opener.kind == "call":

@@ -77,7 +77,10 @@ def test_the_shipping_cost() -> None:
         step = f"Heaviside({inside}, 0)"
         assert items[name]["symbolic"]["text"] == (step if factor == 1 else f"{factor}*{step}")
         assert items[name]["reverse_mode"] == items[name]["symbolic"]["value"] == factor
-    assert r"\text{if } base_{fee} + discount" in items["base_fee"]["symbolic"]["latex"]
+    assert (
+        r"\text{if } \mathit{base\_fee} + \mathit{discount}"
+        in items["base_fee"]["symbolic"]["latex"]
+    )
     assert document["agree"] is True
 
 
@@ -122,6 +125,16 @@ LATEX = [
     ("exp(-a) * alpha", "a", r"\alpha e^{- a}", "-alpha*exp(-a)", r"- \alpha e^{- a}"),
     # Names sympy would turn into broken LaTeX are written out; x1 is x subscript 1.
     ("x1 * _t", "_t", r"\mathit{\_t} x_{1}", "x1", "x_{1}"),
+    # No two inputs look alike: x_1 is not x1, xdot no dotted x, distance no product of letters.
+    ("x1 * x_1", "x_1", r"x_{1} \mathit{x\_1}", "x1", "x_{1}"),
+    (
+        "xdot * distance",
+        "xdot",
+        r"\mathit{distance} \mathit{xdot}",
+        "distance",
+        r"\mathit{distance}",
+    ),
+    ("alpha2 * pi", "pi", r"\alpha_{2} \mathit{pi}", "alpha2", r"\alpha_{2}"),
     ("a__b * t_", "t_", r"\mathit{a\_\_b} \mathit{t\_}", "a__b", r"\mathit{a\_\_b}"),
 ]
 
@@ -308,12 +321,17 @@ def test_the_shipping_cost_program() -> None:
     document = differentiate(SHIPPING_PROGRAM, {})
     assert document["value"] == 111.0
     assert document["latex"] == (
-        r"\operatorname{relu}{\left(base_{fee} + discount + 2 distance + 15 weight \right)}"
+        r"\operatorname{relu}{\left(\mathit{base\_fee} + \mathit{discount} + 2 \mathit{distance} + "
+        r"15 \mathit{weight} \right)}"
     )
     assert document["intermediates"] == [
-        {"name": "weight_fee", "latex": "15 weight"},
-        {"name": "distance_fee", "latex": "2 distance"},
-        {"name": "raw_cost", "latex": "base_{fee} + discount + 2 distance + 15 weight"},
+        {"name": "weight_fee", "latex": r"15 \mathit{weight}"},
+        {"name": "distance_fee", "latex": r"2 \mathit{distance}"},
+        {
+            "name": "raw_cost",
+            "latex": r"\mathit{base\_fee} + \mathit{discount} + 2 \mathit{distance} + "
+            r"15 \mathit{weight}",
+        },
     ]
     # The same derivatives as the one-expression form; bindings override declared defaults.
     expression = differentiate(**SHIPPING)

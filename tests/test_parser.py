@@ -125,6 +125,7 @@ def test_variables_in_order_of_first_appearance() -> None:
         ("a + b)", "unbalanced_parenthesis", (5, 6)),
         (")", "unbalanced_parenthesis", (0, 1)),
         ("()", "unexpected_token", (0, 2)),
+        ("exp(-)", "unexpected_token", (5, 6)),  # not empty: a sign with no operand
         ("a +* b", "unexpected_token", (3, 4)),
         ("*a", "unexpected_token", (0, 1)),
         ("a,b", "unexpected_token", (1, 2)),
