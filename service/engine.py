@@ -74,6 +74,14 @@ def power_derivative(x: float, k: float) -> float:
     return local
 
 
+def infinite_power_derivative(k: float) -> Message:
+    """Why `base ** k`, 0 < k < 1, has no derivative where its base is 0."""
+    return _(
+        "the derivative of 0 ** {exponent} is infinite: this power's base is 0 here",
+        exponent=format_number(k),
+    )
+
+
 # Local derivatives that do not depend on the data, shared by every node that has them rather
 # than allocated per node: a large graph is mostly sums, and memory is what limits its speed.
 _SUM_GRADS = (1.0, 1.0)
@@ -120,10 +128,7 @@ class Value:
         x, k = self.data, float(exponent)
         out = power(x, k)
         if x == 0 and 0 < k < 1:
-            message = _(
-                "the derivative of x ** {exponent} is infinite at x = 0", exponent=format_number(k)
-            )
-            raise DomainError("non_finite", message)
+            raise DomainError("non_finite", infinite_power_derivative(k))
         return Value(out, (self,), (power_derivative(x, k),), "**", k)
 
     def exp(self) -> Value:

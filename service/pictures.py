@@ -115,6 +115,9 @@ def plot(
             _line(ax, axes, value, gradients, bindings, marked, locale)
         else:
             _points(ax, value, gradients, locale)
+        if not np.isfinite(value).any():  # an empty plot must not look like a flat one
+            note = _("f is not defined at any point of this sweep").translate(locale)
+            ax.text(0.5, 0.5, note, transform=ax.transAxes, ha="center", va="center")
         buffer = io.BytesIO()
         figure.savefig(buffer, format=image, dpi=100, metadata=_metadata(image))
     return buffer.getvalue()
@@ -166,8 +169,9 @@ def _line(
     ax.plot(x, gradients[name], label=f"∂f/∂{name}", color="tab:orange", linestyle="--")
     ax.set_xlabel(name)
     ax.set_ylabel(_("f and ∂f/∂{name}", name=name).translate(locale))
+    _span(ax.set_xlim, x)
     at = bindings.get(name)
-    if at is not None:
+    if at is not None and _within(at, x):  # a binding far outside would squeeze the range
         ax.axvline(at, color="grey", linewidth=1, linestyle=":")
         if marked is not None and marked["value"] is not None:
             ax.plot([at], [marked["value"]], "o", color="tab:blue")
@@ -197,10 +201,27 @@ def _grid(
         ax.quiver(x[::step_x], y[::step_y], u, v, color="white", alpha=0.8, pivot="mid")
     ax.set_xlabel(first)
     ax.set_ylabel(second)
-    if first in bindings and second in bindings:
+    _span(ax.set_xlim, x)
+    _span(ax.set_ylim, y)
+    if (
+        first in bindings
+        and second in bindings
+        and _within(bindings[first], x)
+        and _within(bindings[second], y)
+    ):
         at = f"{first} = {bindings[first]:g}, {second} = {bindings[second]:g}"
         ax.plot([bindings[first]], [bindings[second]], "o", color="tab:red", label=at)
         ax.legend(loc="upper right")
+
+
+def _span(set_limits: Callable[[float, float], Any], axis: np.ndarray) -> None:
+    """The axis shows the range swept, whatever is defined in it."""
+    if len(axis) > 1 and axis.min() < axis.max():
+        set_limits(float(axis.min()), float(axis.max()))
+
+
+def _within(at: float, axis: np.ndarray) -> bool:
+    return len(axis) > 0 and bool(axis.min() <= at <= axis.max())
 
 
 def _points(ax: Any, value: np.ndarray, gradients: dict[str, np.ndarray], locale: str) -> None:

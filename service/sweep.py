@@ -20,7 +20,7 @@ import numpy as np
 import orjson
 
 from service import i18n
-from service.engine import Value, format_number
+from service.engine import Value, format_number, infinite_power_derivative
 from service.errors import BindingError, RequestTooLarge
 from service.evaluator import (
     Compiled,
@@ -311,7 +311,7 @@ def _errors(
             {
                 "index": index,
                 "kind": failure.kind,
-                "message": _message(failure),
+                "message": _message(failure, compiled.templates[failure.node]),
                 "node": failure.node,
                 "position": position,
             }
@@ -319,7 +319,8 @@ def _errors(
     return errors
 
 
-def _message(failure: Failure) -> Message:
+def _message(failure: Failure, node: Mapping[str, Any]) -> Message:
+    """What the engine says at such a point, as far as the failing node and its operand tell."""
     number = format_number(failure.operand) if failure.operand is not None else ""
     if failure.kind == "log_domain":
         return _("log of a non-positive number ({number})", number=number)
@@ -331,5 +332,9 @@ def _message(failure: Failure) -> Message:
             number=number,
         )
     if failure.kind == "overflow":
+        if node["op"] == "exp" and number:
+            return _("exp({argument}) overflows", argument=number)
         return _("a value overflows the range of a 64-bit float")
-    return _("a gradient is not a finite number (it overflows)")
+    if node["op"] == "**" and failure.operand == 0:
+        return infinite_power_derivative(node["exponent"])
+    return _("a gradient is not a finite number")

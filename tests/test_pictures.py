@@ -205,6 +205,9 @@ def test_plots_of_points_and_of_failing_sweeps(client: FlaskClient) -> None:
     nowhere = {"expression": "log(x)", "vary": [{"name": "x", "from": -2, "to": -1, "points": 9}]}
     response = client.post("/v1/sweep", json=nowhere, headers={"Accept": "image/svg+xml"})
     assert response.status_code == 200
+    found = texts(response.data)
+    assert "f is not defined at any point of this sweep" in found  # not an empty, flat plot
+    assert {"\N{MINUS SIGN}2.0", "\N{MINUS SIGN}1.0"} <= set(found)  # the axis spans the range
     sides = [{"name": "x", "from": -2, "to": -1, "points": 3},
              {"name": "y", "from": 1, "to": 2, "points": 3}]  # fmt: skip
     grid = {"expression": "log(x*y)", "vary": sides}
@@ -361,3 +364,12 @@ def test_numbers_up_to_the_largest_constant_are_plotted(client: FlaskClient) -> 
     body = {"expression": "x * 1e300", "vary": [{"name": "x", "from": -1, "to": 1, "points": 5}]}
     response = client.post("/v1/sweep", json=body, headers={"Accept": "image/png"})
     assert response.status_code == 200 and response.mimetype == "image/png"
+
+
+def test_a_binding_outside_the_range_is_not_marked_and_does_not_stretch_it(
+    client: FlaskClient,
+) -> None:
+    far = {**LINE, "bindings": {"x": 1e10}}
+    found = texts(client.post("/v1/sweep", json=far, headers={"Accept": "image/svg+xml"}).data)
+    assert not [text for text in found if text.startswith("x = ")]
+    assert "3.0" in found and not [text for text in found if "1e10" in text or text == "10"]

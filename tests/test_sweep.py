@@ -417,6 +417,16 @@ def test_a_failed_point_says_where_in_the_program() -> None:
     assert error["kind"] == "log_domain" and error["message"] == "log of a non-positive number (-2)"
 
 
+@pytest.mark.parametrize(
+    ("expression", "at"), [("x ** 0.5 + 1", 0.0), ("exp(x) * 2", 800.0), ("log(x)", -1.0)]
+)
+def test_a_failed_point_says_what_the_engine_says(expression: str, at: float) -> None:
+    (error,) = sweep(EVALUATOR, expression, {}, points=[{"x": at}])["errors"]
+    with pytest.raises(DomainError) as raised:
+        EVALUATOR.evaluate(expression, {"x": at}, "primitive")
+    assert (error["kind"], error["message"]) == (raised.value.kind, raised.value.message)
+
+
 # -- the language of a sweep --------------------------------------------------------------------
 
 FAILING = [
