@@ -232,6 +232,17 @@ def _chosen(parsed: ParsedExpression, variables: Sequence[str] | None) -> list[s
     if variables is None:
         return list(parsed.inputs)
     unknown = sorted({name for name in variables if name not in parsed.inputs})
+    if computed := [name for name in unknown if name in parsed.assigned]:
+        raise BindingError(
+            "unknown_variables",
+            _(
+                "cannot differentiate by {names}: the program computes it; differentiate by "
+                "its inputs, {variables}",
+                names=", ".join(computed),
+                variables=", ".join(parsed.inputs) or "none",
+            ),
+            unknown,
+        )
     if unknown:
         raise BindingError(
             "unknown_variables",

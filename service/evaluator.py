@@ -584,6 +584,8 @@ def unused_warnings(parsed: ParsedExpression) -> list[dict[str, Any]]:
                 "span": list(span),
                 "line": line,
                 "column": column,
+                # as a problem's and a sweep error's, so one reader shows all three
+                "position": {"start": span[0], "end": span[1], "line": line, "column": column},
             }
         )
     return warnings

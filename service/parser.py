@@ -1315,6 +1315,13 @@ class _Expression:
             raise self.juxtaposition(token, previous)
         if token.kind == "=" and self.brackets:
             opener = next(p for p in reversed(self.pending) if p.kind in ("paren", "call"))
+            if opener.kind == "call" and opener.op == _DECLARE:
+                # `Value(2.0, label='a')`, as micrograd's own examples write it
+                message = _(
+                    "Value() takes only the number: the name it is assigned to is its label, as "
+                    "in a = Value(2.0)"
+                )
+                raise ExpressionError("unsupported_syntax", message, token.span)
             if opener.kind == "call":
                 message = _(
                     "keyword arguments are not supported: write {function}(x)",

@@ -178,6 +178,12 @@ def test_variables_choose_and_keep_the_order_of_first_use() -> None:
         differentiate(**LESSON, variables=["a", "z", "y"])
     assert refused.value.kind == "unknown_variables"
     assert refused.value.variables == ["y", "z"]
+    with pytest.raises(BindingError) as refused:
+        differentiate(SHIPPING_PROGRAM, {}, variables=["weight_fee"])
+    assert refused.value.message == (
+        "cannot differentiate by weight_fee: the program computes it; differentiate by its "
+        "inputs, base_fee, weight, distance, discount"
+    )
 
 
 @pytest.mark.parametrize("x", [0.0, 0.5, -3.0, 1e6, -2.5e-8])

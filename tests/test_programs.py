@@ -301,6 +301,9 @@ def test_unused_statements_add_no_nodes_and_are_warned_about() -> None:
         ("unused", "t", 1),
         ("unused", "u", 2),
     ]
+    # where, as a problem's `position` says it
+    assert document["warnings"][1]["position"] == {"start": 12, "end": 21, "line": 2, "column": 1}
+    assert document["warnings"][1]["span"] == [12, 21]
 
 
 @pytest.mark.parametrize(
@@ -443,6 +446,7 @@ REFUSED = [
     ("relu = Value(1.0)", "function_name", (0, 4), "relu is a function"),
     ("Value = 2", "function_name", (0, 5), "Value is a function"),
     ("x = Value(a)", "unsupported_syntax", (10, 11), "Value() takes a number"),
+    ("a = Value(2.0, label='a')", "unsupported_syntax", (20, 21), "the name it is assigned to"),
     ("x = Value(1.0) * 2", "unsupported_syntax", (4, 14), "on a line of its own"),
     ("y = a * Value(2.0)", "unsupported_syntax", (8, 14), "on a line of its own"),
     ("x = Value(1.0)\nx = Value(2.0)", "unsupported_syntax", (19, 29), "already declared"),

@@ -353,6 +353,11 @@ class WarningSchema(Schema):
     span = _span()
     line = _out(fields.Integer, "The 1-based line of the statement.")
     column = _out(fields.Integer, "The 1-based column of the statement.")
+    position = _out(
+        fields.Nested,
+        "The statement's `span`, `line` and `column` together, as a problem's `position`.",
+        lambda: PositionSchema(),
+    )
 
 
 class InputSchema(Schema):
