@@ -153,10 +153,14 @@ def _float_text(value: sympy.Float) -> str:
 
 
 class _Text(StrPrinter):  # type: ignore[misc]  # sympy ships no types: its printers are Any
-    """sympy's own syntax, with floats written the shortest way."""
+    """sympy's own syntax, with floats written the shortest way and relu as sympy's `Max`, so
+    that sympy reads the text back as the same function."""
 
     def _print_Float(self, expr: sympy.Float) -> str:
         return _float_text(expr)
+
+    def _print_relu(self, expr: relu) -> str:
+        return f"Max(0, {self._print(expr.args[0])})"
 
 
 # A letter, or a lowercase Greek letter LaTeX has a command for, then perhaps digits: names
