@@ -650,12 +650,15 @@ class _Program:
             self.check_target(target)  # a keyword, a function, or a name read as an input
         stream = self.stream
         equals = stream.next()
-        declaring = stream.peek().text == _DECLARE and stream.peek(1).kind == "("
-        node = self.expression(equals, declaring=name if declaring else None)
+        node = self.expression(equals, declaring=name if self.declares() else None)
         if name in self.read_as_input:  # `x = x + 1` reads x before any statement assigns it
             raise self.read_before_assignment(name, target)
         self.bind(name, node, (target.start, self.previous_end), self.reading)
         self.last, self.last_name = node, name
+
+    def declares(self) -> bool:
+        """Whether the value that starts at the next token is `Value(...)`."""
+        return self.stream.peek().text == _DECLARE and self.stream.peek(1).kind == "("
 
     def tuple_assignment(self, targets: list[Token]) -> None:
         """`a, b = x, y`: every value is read before any name is bound."""
@@ -665,7 +668,8 @@ class _Program:
         start = targets[0].start
         values, reads = [], []
         for i in range(len(targets)):
-            values.append(self.expression(equals, in_tuple=True))
+            declaring = targets[i].text if self.declares() else None  # `a, b = Value(1), ...`
+            values.append(self.expression(equals, declaring=declaring, in_tuple=True))
             reads.append(self.reading)
             terminator = self.terminator
             assert terminator is not None

@@ -505,9 +505,12 @@ def test_refused(text: str, kind: str, span: tuple[int, int], says: str | None) 
         "p, q, = a, 2\nr = p * q",
         "p, q = a, 2,\nr = p * q",
         "p, q, = a * 2, a,  # trailing\nr = p * q",
+        # inputs declared together, as Python allows
+        "p, q = Value(1.5), Value(-2.0)\nr = p * q * a",
+        "p, q = Value(1.5), a * 2\nr = p * q",
     ],
 )
-def test_a_tuple_assignment_may_end_with_a_comma_as_in_python(program: str) -> None:
+def test_a_tuple_assignment_is_pythons(program: str) -> None:
     document = evaluator.evaluate(program, {"a": 3.0}, "primitive")
     assert_micrograds_graph(document, program, {"a": 3.0}, "r")
 
