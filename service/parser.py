@@ -554,7 +554,7 @@ class _Program:
         silently leave the sign's term out of the expression it was meant to go on."""
         line_start = self.text.rfind("\n", 0, first.start) + 1
         indent = self.text[line_start : first.start]
-        if indent.strip(" \t\r"):
+        if indent.strip(" \t"):
             return  # after a `;`: the line's own indentation was seen with its first statement
         width = len(indent.expandtabs())
         if first.kind == "op" and self.indentation is not None and width > self.indentation:
@@ -1181,9 +1181,7 @@ class _Expression:
             self.reduce()
         if self.pending:
             opener = self.pending[-1]
-            raise ExpressionError(
-                "unbalanced_parenthesis", _("this '(' is never closed"), opener.opening
-            )
+            raise _never_closed(opener.opening)
         self.program.terminator = token
         return True
 
@@ -1318,7 +1316,7 @@ class _Expression:
         if token.kind in ("number", "name", "("):
             raise self.juxtaposition(token, previous)
         if token.kind == "=" and self.brackets:
-            opener = next(p for p in reversed(self.pending) if p.kind in ("paren", "call"))
+            opener = self.innermost_bracket()
             if opener.kind == "call" and opener.op == _DECLARE:
                 # `Value(2.0, label='a')`, as micrograd's own examples write it
                 message = _(
@@ -1333,9 +1331,7 @@ class _Expression:
                 )
                 raise ExpressionError("unsupported_syntax", message, token.span)
             # `x = (a +` and then `y = 2` on the next line
-            raise ExpressionError(
-                "unbalanced_parenthesis", _("this '(' is never closed"), opener.opening
-            )
+            raise _never_closed(opener.opening)
         raise _misplaced(token)
 
     def binary(self, token: Token) -> None:
@@ -1415,9 +1411,7 @@ class _Expression:
             message = _("write .{method}() with parentheses", method=name.text)
             raise ExpressionError("unsupported_syntax", message, span)
         if closing.kind in ("end", ";"):  # `x.relu(` and nothing more
-            raise ExpressionError(
-                "unbalanced_parenthesis", _("this '(' is never closed"), opening.span
-            )
+            raise _never_closed(opening.span)
         if name.text == "backward":
             if closing.kind != ")":
                 message = _("backward() takes no arguments: write name.backward()")
@@ -1430,9 +1424,7 @@ class _Expression:
             raise ExpressionError("unsupported_syntax", message, span)
         if closing.kind != ")" and self.unclosed_before(closing, opening.end):
             # `y = x.tanh(` and the next statement on the next line
-            raise ExpressionError(
-                "unbalanced_parenthesis", _("this '(' is never closed"), opening.span
-            )
+            raise _never_closed(opening.span)
         if closing.kind != ")":
             kind, start, receiver = "wrong_arity", dot.start, self.text[written[0] : written[1]]
             if receiver in _MODULES and receiver not in self.program.bound:
@@ -1457,6 +1449,9 @@ class _Expression:
         self.spans.append(span)
         self.end = closing.end
 
+    def innermost_bracket(self) -> _Pending:
+        return next(p for p in reversed(self.pending) if p.kind in ("paren", "call"))
+
     def unclosed_before(self, token: Token, after: int) -> bool:
         """Whether `token`, just read inside a bracket, starts a line after position `after`,
         and no `)` further on closes that bracket: an unclosed bracket followed by the next
@@ -1475,10 +1470,7 @@ class _Expression:
         """Two operands with no operator between them: say what was probably meant."""
         assert previous is not None
         if self.brackets and self.unclosed_before(token, previous.end):
-            opener = next(p for p in reversed(self.pending) if p.kind in ("paren", "call"))
-            return ExpressionError(
-                "unbalanced_parenthesis", _("this '(' is never closed"), opener.opening
-            )
+            return _never_closed(self.innermost_bracket().opening)
         left, right = previous.text, token.text
         span = (previous.start, token.end)
         touching = previous.end == token.start
@@ -1636,6 +1628,10 @@ def _python_keyword(token: Token) -> ExpressionError:
     else:
         message = _("Python's '{word}' is not part of the expression language", word=token.text)
     return ExpressionError("unsupported_syntax", message, token.span)
+
+
+def _never_closed(opening: Span) -> ExpressionError:
+    return ExpressionError("unbalanced_parenthesis", _("this '(' is never closed"), opening)
 
 
 def _no_call(token: Token) -> ExpressionError:
