@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from service.errors import DomainError
 from service.i18n import Message, _
@@ -220,6 +220,33 @@ class Value:
 
     def __repr__(self) -> str:
         return f"Value(data={self.data!r}, grad={self.grad!r})"
+
+
+# What a primitive whose operands are finite fails by, when only its first operand is known.
+_UNARY: dict[str, Callable[[float, float | None], Value]] = {
+    "**": lambda x, k: Value(x) ** (k or 0.0),
+    "exp": lambda x, k: Value(x).exp(),
+    "log": lambda x, k: Value(x).log(),
+    "tanh": lambda x, k: Value(x).tanh(),
+}
+_BINARY = {"+": "sum", "*": "product"}
+
+
+def failure_message(op: str, x: float, k: float | None) -> Message | None:
+    """The engine's sentence for the primitive `op` failing with first operand `x` (for `**`,
+    to the power `k`), as the sweep's array rules find failures without the engine: a sum or a
+    product by what overflowed, a function or power by running it. None when it does not fail."""
+    if op in _BINARY:
+        return _OVERFLOWS[_BINARY[op]]
+    run = _UNARY.get(op)
+    if run is None:
+        return None
+    try:
+        run(x, k)
+    except DomainError as error:
+        assert isinstance(error.message, Message)  # the engine's sentences are all translatable
+        return error.message
+    return None
 
 
 def format_number(x: float) -> str:

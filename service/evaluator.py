@@ -23,7 +23,7 @@ import orjson
 
 from service.engine import Value, format_number
 from service.errors import BindingError, DomainError
-from service.i18n import DEFAULT_LOCALE, _, _n, localized
+from service.i18n import DEFAULT_LOCALE, Message, _, _n, localized
 from service.limits import DEFAULT_LIMITS, Limits
 from service.operations import BY_NAME, apply, shape
 from service.parser import Lines, Node, ParsedExpression, parse
@@ -71,13 +71,21 @@ def run(
                 else:
                     results[node] = operation(node.op, node.exponent, *operands)
             except DomainError as error:
-                divisor = node.args[-1]
-                if error.kind == "division_by_zero" and node.op == "/" and not divisor.is_constant:
-                    written = _Source.of(parsed).operand(node, divisor, bare=True)
-                    message = _("division by zero: {divisor} is 0", divisor=written)
-                    error = DomainError(error.kind, message)
+                if error.kind == "division_by_zero" and is_division(node):
+                    error = DomainError(error.kind, division_by_zero(parsed, node))
                 raise error.located(locate(node) if locate else None, node.span) from None
     return results
+
+
+def is_division(node: Node) -> bool:
+    """A `/` by something not a constant: whose failure is said by its divisor's name."""
+    return node.op == "/" and not node.args[-1].is_constant
+
+
+def division_by_zero(parsed: ParsedExpression, node: Node) -> Message:
+    """`a / (b - c)` failing: "division by zero: b - c is 0", the divisor as it is written."""
+    written = _Source.of(parsed).operand(node, node.args[-1], bare=True)
+    return _("division by zero: {divisor} is 0", divisor=written)
 
 
 class Compiled:

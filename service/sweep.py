@@ -20,11 +20,13 @@ import numpy as np
 import orjson
 
 from service import i18n
-from service.engine import Value, format_number, infinite_power_derivative
+from service.engine import Value, failure_message
 from service.errors import BindingError, RequestTooLarge
 from service.evaluator import (
     Compiled,
     Evaluator,
+    division_by_zero,
+    is_division,
     too_many_bindings,
     unbound,
     unknown_bindings,
@@ -298,12 +300,23 @@ def _errors(
     """Each failed point: where it is in the sweep, why, and where in the text (with the line
     and column, as a problem's `position` has them)."""
     lines = Lines(compiled.parsed.text) if failures else None
+    # A division by something not a constant: micrograd's `a * b**-1` fails at `b**-1`, where
+    # the engine names the `/` written (its node is the product's) and, dividing by 0, its
+    # divisor.
+    divisions = {node.span: node for node in compiled.node_of if is_division(node)}
     errors = []
     for failure in failures:
         index: int | list[int] = (
             failure.point if len(shape) == 1 else list(divmod(failure.point, shape[1]))
         )
-        start, end = compiled.templates[failure.node]["span"]
+        template = compiled.templates[failure.node]
+        node, message = failure.node, _message(failure, template)
+        division = divisions.get(tuple(template["span"]))
+        if division is not None:
+            node = compiled.node_of[division]
+            if failure.kind == "division_by_zero":
+                message = division_by_zero(compiled.parsed, division)
+        start, end = template["span"]
         assert lines is not None
         line, column = lines(start)
         position = {"start": start, "end": end, "line": line, "column": column}
@@ -311,8 +324,8 @@ def _errors(
             {
                 "index": index,
                 "kind": failure.kind,
-                "message": _message(failure, compiled.templates[failure.node]),
-                "node": failure.node,
+                "message": message,
+                "node": node,
                 "position": position,
             }
         )
@@ -320,21 +333,9 @@ def _errors(
 
 
 def _message(failure: Failure, node: Mapping[str, Any]) -> Message:
-    """What the engine says at such a point, as far as the failing node and its operand tell."""
-    number = format_number(failure.operand) if failure.operand is not None else ""
-    if failure.kind == "log_domain":
-        return _("log of a non-positive number ({number})", number=number)
-    if failure.kind == "division_by_zero":
-        return _("division by zero")
-    if failure.kind == "complex_result":
-        return _(
-            "a negative base ({number}) to a non-integer power is not a real number",
-            number=number,
-        )
-    if failure.kind == "overflow":
-        if node["op"] == "exp" and number:
-            return _("exp({argument}) overflows", argument=number)
-        return _("a value overflows the range of a 64-bit float")
-    if node["op"] == "**" and failure.operand == 0:
-        return infinite_power_derivative(node["exponent"])
+    """What the engine says at such a point: the failing node's operation run on its operand."""
+    if failure.operand is not None:
+        said = failure_message(node["op"], failure.operand, node["exponent"])
+        if said is not None:
+            return said
     return _("a gradient is not a finite number")

@@ -418,13 +418,32 @@ def test_a_failed_point_says_where_in_the_program() -> None:
 
 
 @pytest.mark.parametrize(
-    ("expression", "at"), [("x ** 0.5 + 1", 0.0), ("exp(x) * 2", 800.0), ("log(x)", -1.0)]
+    ("expression", "at"),
+    [
+        ("x ** 0.5 + 1", 0.0),
+        ("x ** 0.5", -1.0),
+        ("x ** -1", 0.0),
+        ("x ** 2", 1e200),
+        ("exp(x) * 2", 800.0),
+        ("log(x)", -1.0),
+        ("log(x)", 1e-320),
+        ("x * x", 1e200),
+        ("x + x", 1e308),
+        ("1 / x", 0.0),
+        ("y = x - 1\nz = 3 / (y * 2)", 1.0),
+        ("2 / x", 1e-320),
+    ],
 )
 def test_a_failed_point_says_what_the_engine_says(expression: str, at: float) -> None:
     (error,) = sweep(EVALUATOR, expression, {}, points=[{"x": at}])["errors"]
     with pytest.raises(DomainError) as raised:
         EVALUATOR.evaluate(expression, {"x": at}, "primitive")
-    assert (error["kind"], error["message"]) == (raised.value.kind, raised.value.message)
+    engine = raised.value
+    assert (error["kind"], error["message"], error["node"]) == (
+        engine.kind,
+        engine.message,
+        engine.node,
+    )
 
 
 # -- the language of a sweep --------------------------------------------------------------------
