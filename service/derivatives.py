@@ -232,28 +232,29 @@ def _chosen(parsed: ParsedExpression, variables: Sequence[str] | None) -> list[s
     if variables is None:
         return list(parsed.inputs)
     unknown = sorted({name for name in variables if name not in parsed.inputs})
-    if computed := [name for name in unknown if name in parsed.assigned]:
-        raise BindingError(
-            "unknown_variables",
-            _(
+    if unknown:
+        computed = [name for name in unknown if name in parsed.assigned]
+        inputs = ", ".join(parsed.inputs)
+        if not inputs:
+            message = _(
+                "cannot differentiate by {names}: the expression has no inputs",
+                names=", ".join(unknown),
+            )
+        elif computed == unknown:  # `weight_fee`, which the shipping program computes
+            message = _(
                 "cannot differentiate by {names}: the program computes it; differentiate by "
                 "its inputs, {variables}",
                 names=", ".join(computed),
-                variables=", ".join(parsed.inputs) or "none",
-            ),
-            unknown,
-        )
-    if unknown:
-        raise BindingError(
-            "unknown_variables",
-            _(
+                variables=inputs,
+            )
+        else:
+            message = _(
                 "cannot differentiate by {names}: not in the expression, whose variables are "
                 "{variables}",
                 names=", ".join(unknown),
-                variables=", ".join(parsed.inputs) or "none",
-            ),
-            unknown,
-        )
+                variables=inputs,
+            )
+        raise BindingError("unknown_variables", message, unknown)
     asked = set(variables)
     return [name for name in parsed.inputs if name in asked]
 

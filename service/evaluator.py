@@ -964,4 +964,6 @@ def _describe(value: object) -> str:
     if isinstance(value, int) and not isinstance(value, bool) and not _is_finite_number(value):
         return _("an integer beyond the range of a 64-bit float")
     shown = repr(value)
+    if isinstance(shown, Message):  # a sentence of its own (a number JSON spells too large)
+        return shown
     return shown if len(shown) <= 40 else f"{shown[:37]}..."

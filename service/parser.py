@@ -676,7 +676,9 @@ class _Program:
             last = i == len(targets) - 1
             if last and terminator.kind == "," and self.stream.peek().kind in _STATEMENT_ENDS:
                 break  # `a, b = 1, 2,`: a trailing comma
-            if (terminator.kind == ",") == last:
+            # After a comma the line ends the values, as in Python: `a, b = 1,` then `2`.
+            ended = terminator.kind == "," and self.stream.peek().kind == "newline"
+            if (terminator.kind == ",") == last or ended:
                 raise ExpressionError(
                     "unsupported_syntax",
                     _(
@@ -1204,25 +1206,26 @@ class _Expression:
         raise self.missing_operand(token, previous)
 
     def missing_operand(self, token: Token, previous: Token | None) -> ExpressionError:
+        opened_call = (
+            bool(self.pending)
+            and self.pending[-1].kind == "call"
+            and self.pending[-1].token is previous
+        )
         if token.kind in ("end", ";", ","):
             if token.kind == "," and (not self.pending or self.pending[-1].kind != "call"):
                 return _no_call(token)
             if previous is None:
                 return ExpressionError("empty_expression", _("the expression is empty"), token.span)
             if token.kind != ",":
+                last = previous.text + "(" if opened_call else previous.text  # `exp(`
                 return ExpressionError(
                     "unexpected_end",
                     _(
                         "the expression ends after '{text}', where an operand was expected",
-                        text=previous.text,
+                        text=last,
                     ),
                     (token.start, token.start),
                 )
-        opened_call = (
-            bool(self.pending)
-            and self.pending[-1].kind == "call"
-            and self.pending[-1].token is previous
-        )
         if token.kind == ")" and previous is not None and (previous.kind == "(" or opened_call):
             opener = self.pending[-1]
             if opener.kind == "call":
@@ -1308,8 +1311,7 @@ class _Expression:
             self.close(token)
             return False
         if token.kind == ",":
-            self.comma(token)
-            return True
+            return self.comma(token)
         if token.kind == ".":
             self.method(token)
             return False
@@ -1317,6 +1319,8 @@ class _Expression:
             raise self.juxtaposition(token, previous)
         if token.kind == "=" and self.brackets:
             opener = self.innermost_bracket()
+            if self.never_closed():  # `b = exp(` and the next statement: `out = b`
+                raise _never_closed(opener.opening)
             if opener.kind == "call" and opener.op == _DECLARE:
                 # `Value(2.0, label='a')`, as micrograd's own examples write it
                 message = _(
@@ -1359,7 +1363,9 @@ class _Expression:
         else:
             self.grow(opener.start, token.end)
 
-    def comma(self, token: Token) -> None:
+    def comma(self, token: Token) -> bool:
+        """A comma between a call's arguments; returns whether an operand follows (not after a
+        trailing comma, `exp(x,)`, which Python allows)."""
         following = self.stream.peek()
         before = self.operands[-1]
         if (
@@ -1377,7 +1383,10 @@ class _Expression:
             self.reduce()
         if not self.pending or self.pending[-1].kind != "call":
             raise _no_call(token)
+        if self.stream.peek_past_newlines().kind == ")":
+            return False
         self.pending[-1].arguments += 1
+        return True
 
     def method(self, dot: Token) -> None:
         """`x.relu()`: the function form applied to the operand just read."""
@@ -1422,8 +1431,8 @@ class _Expression:
             end = self.text.find(")", closing.start)
             span = (dot.start, closing.end if end < 0 else end + 1)
             raise ExpressionError("unsupported_syntax", message, span)
-        if closing.kind != ")" and self.unclosed_before(closing, opening.end):
-            # `y = x.tanh(` and the next statement on the next line
+        if closing.kind != ")" and self.never_closed():
+            # `y = x.tanh(` (or `x.tanh(x`) and the next statement on the next line
             raise _never_closed(opening.span)
         if closing.kind != ")":
             kind, start, receiver = "wrong_arity", dot.start, self.text[written[0] : written[1]]
@@ -1456,15 +1465,17 @@ class _Expression:
         """Whether `token`, just read inside a bracket, starts a line after position `after`,
         and no `)` further on closes that bracket: an unclosed bracket followed by the next
         statement (`y = (x * 2` and then `z = y`), which Python too reports as never closed."""
-        if "\n" not in self.text[after : token.start]:
-            return False
+        return "\n" in self.text[after : token.start] and self.never_closed()
+
+    def never_closed(self) -> bool:
+        """Whether no `)` from the token just read on closes the bracket it is inside."""
         stream = self.stream
         depth = 0
         for following in stream.tokens[stream.position - 1 : stream.last]:
             depth += (following.kind == "(") - (following.kind == ")")
             if depth < 0:
                 return False
-        return True
+        return stream.error is None  # past a character no token takes, the text is not read
 
     def juxtaposition(self, token: Token, previous: Token | None) -> ExpressionError:
         """Two operands with no operator between them: say what was probably meant."""

@@ -181,6 +181,9 @@ def test_variables_choose_and_keep_the_order_of_first_use() -> None:
     assert refused.value.kind == "unknown_variables"
     assert refused.value.variables == ["y", "z"]
     with pytest.raises(BindingError) as refused:
+        differentiate("h = 2\nout = h * 3", {}, variables=["h"])
+    assert refused.value.message == "cannot differentiate by h: the expression has no inputs"
+    with pytest.raises(BindingError) as refused:
         differentiate(SHIPPING_PROGRAM, {}, variables=["weight_fee"])
     assert refused.value.message == (
         "cannot differentiate by weight_fee: the program computes it; differentiate by its "

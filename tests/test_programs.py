@@ -484,6 +484,13 @@ REFUSED = [
     ("y = exp(a\nz = y", "unbalanced_parenthesis", (7, 8), "never closed"),
     ("y = a.tanh(\nz = y", "unbalanced_parenthesis", (10, 11), "never closed"),
     ("y = (a * 2\n  b)", "implicit_multiplication", (9, 14), "write 2*b"),
+    ("x = Value(1.0)\nb = exp(\nout = b", "unbalanced_parenthesis", (22, 23), "never closed"),
+    ("b = Value(\nout = x", "unbalanced_parenthesis", (9, 10), "never closed"),
+    ("b = x.tanh(x\nout = b\nout.backward()", "unbalanced_parenthesis", (10, 11), "never closed"),
+    ("y = exp(", "unexpected_end", (8, 8), "ends after 'exp('"),
+    # a line ends a tuple's values after a comma, as in Python
+    ("a, b = 1,\n2\nout = a * b", "unsupported_syntax", (0, 9), "2 names are assigned"),
+    ("a, b = x,\n  - x", "unsupported_syntax", (0, 9), "2 names are assigned"),
 ]  # fmt: skip
 
 
@@ -508,6 +515,9 @@ def test_refused(text: str, kind: str, span: tuple[int, int], says: str | None) 
         # inputs declared together, as Python allows
         "p, q = Value(1.5), Value(-2.0)\nr = p * q * a",
         "p, q = Value(1.5), a * 2\nr = p * q",
+        # a trailing comma in a call, as Python allows
+        "p = Value(1.5,)\nr = exp(p * a,) * p",
+        "p, q = 1, 2\\\n  + a\nr = p * q",
     ],
 )
 def test_a_tuple_assignment_is_pythons(program: str) -> None:

@@ -41,8 +41,12 @@ class NonFiniteNumber:
         self.text = text
 
     def __repr__(self) -> str:
-        overflows = self.text not in ("NaN", "Infinity", "-Infinity")
-        return f"{self.text}, which overflows a 64-bit float" if overflows else self.text
+        if self.text in ("NaN", "Infinity", "-Infinity"):
+            return self.text
+        # a sentence to translate: the problem that names this value is rendered in the
+        # request's language
+        number = self.text if len(self.text) <= 24 else self.text[:16] + "…"
+        return _("{number}, which overflows a 64-bit float", number=number)
 
 
 def _float(text: str) -> float | NonFiniteNumber:
