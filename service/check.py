@@ -760,10 +760,11 @@ def _relu_states(document: dict[str, Any]) -> tuple[bool, ...]:
 
 
 def _text(expression: sympy.Expr) -> str:
-    """A sympy expression as text a learner can read (`2*a`, `a*b + 1`)."""
-    import sympy
+    """A sympy expression as text a learner can read (`2*a`, `a*b + 1`, `0.1*b`), as
+    /v1/derivatives writes its formulas."""
+    from service import formulas
 
-    return str(sympy.sstr(expression))
+    return formulas.text(expression)
 
 
 class _Symbolic:

@@ -45,6 +45,7 @@ matplotlib.use("Agg")  # no display: render to files only; set before anything d
 
 from matplotlib import font_manager  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from service.budget import time_budget  # noqa: E402
 from service.errors import AutogradError, RequestTooLarge  # noqa: E402
@@ -165,8 +166,11 @@ def _line(
     locale: str,
 ) -> None:
     ((name, x),) = axes.items()
-    ax.plot(x, value, label="f", color="tab:blue", linewidth=2)
-    ax.plot(x, gradients[name], label=f"∂f/∂{name}", color="tab:orange", linestyle="--")
+    # A point defined between undefined ones is no segment of a line: it is marked.
+    marker = "o" if np.isfinite(value).sum() <= 1 or len(x) <= 2 else None
+    ax.plot(x, value, label="f", color="tab:blue", linewidth=2, marker=marker, clip_on=False)
+    ax.plot(x, gradients[name], label=f"∂f/∂{name}", color="tab:orange", linestyle="--",
+            marker=marker, clip_on=False)  # fmt: skip
     ax.set_xlabel(name)
     ax.set_ylabel(_("f and ∂f/∂{name}", name=name).translate(locale))
     _span(ax.set_xlim, x)
@@ -226,6 +230,8 @@ def _within(at: float, axis: np.ndarray) -> bool:
 
 def _points(ax: Any, value: np.ndarray, gradients: dict[str, np.ndarray], locale: str) -> None:
     index = np.arange(len(value))
+    ax.set_xlim(-0.5, len(value) - 0.5)  # every point's place, defined or not
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.plot(index, value, "o-", label="f", linewidth=2)
     for name, gradient in gradients.items():
         ax.plot(index, gradient, ".--", label=f"∂f/∂{name}")

@@ -836,3 +836,9 @@ def test_a_name_the_program_computes_is_no_input_of_a_derivative() -> None:
         "(u, v, w)."
     )
     assert "not a variable of the expression" in feedback["derivatives.w"]["message"]
+
+
+def test_a_revealed_derivative_writes_floats_as_python_does() -> None:
+    result = check(EVALUATOR, "0.1*a*b", {"a": 1, "b": 2}, {"derivatives": {}}, reveal=True)
+    expected = {item["item"]: item.get("expected") for item in result["results"]}
+    assert (expected["derivatives.a"], expected["derivatives.b"]) == ("0.1*b", "0.1*a")
