@@ -1381,6 +1381,12 @@ class _Expression:
             raise ExpressionError("unsupported_syntax", message, (start, following.end))
         while self.pending and self.pending[-1].kind in ("binary", "prefix"):
             self.reduce()
+        if self.pending and self.pending[-1].kind == "paren":  # `(1, 2)`, `a, b = (x, y)`
+            message = _(
+                "brackets hold one expression, not a tuple: assign several names without them, "
+                "as in a, b = x, y"
+            )
+            raise ExpressionError("unsupported_syntax", message, token.span)
         if not self.pending or self.pending[-1].kind != "call":
             raise _no_call(token)
         if self.stream.peek_past_newlines().kind == ")":

@@ -456,6 +456,8 @@ REFUSED = [
     ("a, b = 1, 2, 3", "unsupported_syntax", (0, 12), "2 names are assigned"),
     ("a, = b,", "unsupported_syntax", (1, 2), "one name is assigned without a comma: a = value"),
     ("a = 1, 2", "unexpected_token", (5, 6), "no call here"),
+    ("a, b = (1, 2)", "unsupported_syntax", (9, 10), "not a tuple"),
+    ("(a, b) = 1, 2", "unsupported_syntax", (2, 3), "not a tuple"),
     ("a + b = 2", "unsupported_syntax", (6, 7), "only a name can be assigned"),
     ("x **= 2", "unsupported_syntax", (2, 5), "write x = x ** k"),
     ("x = (a +\ny = 2", "unbalanced_parenthesis", (4, 5), "never closed"),
