@@ -129,7 +129,12 @@ class _Text(fields.Field):  # type: ignore[type-arg]
         if match is None:
             shown = repr(value) if isinstance(value, str) else type(value).__name__
             raise ValidationError(
-                _("expected the form {example}, not {value}", example=self.example, value=shown)
+                _(
+                    "expected the form {example}, not {value} (a number has at most 20 digits "
+                    "on each side of its point and an exponent of at most 2 digits)",
+                    example=self.example,
+                    value=shown,
+                )
             )
         return self.read(*match.groups())
 
