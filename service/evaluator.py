@@ -78,13 +78,17 @@ def run(
 
 
 def is_division(node: Node) -> bool:
-    """A `/` by something not a constant: whose failure is said by its divisor's name."""
-    return node.op == "/" and not node.args[-1].is_constant
+    """A `/`: its failure is said as a division, not as the power micrograd makes of it."""
+    return node.op == "/"
 
 
 def division_by_zero(parsed: ParsedExpression, node: Node) -> Message:
-    """`a / (b - c)` failing: "division by zero: b - c is 0", the divisor as it is written."""
-    written = _Source.of(parsed).operand(node, node.args[-1], bare=True)
+    """`a / (b - c)` failing: "division by zero: b - c is 0", the divisor as it is written;
+    `a / 0`: "division by zero"."""
+    divisor = node.args[-1]
+    if divisor.is_constant:
+        return _("division by zero")
+    written = _Source.of(parsed).operand(node, divisor, bare=True)
     return _("division by zero: {divisor} is 0", divisor=written)
 
 

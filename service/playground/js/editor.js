@@ -28,10 +28,13 @@ export class Editor {
       this.timer = setTimeout(() => onChange(this.value), DEBOUNCE_MS);
       this.fit();
     });
-    textarea.addEventListener("scroll", () => {
-      mirror.scrollTop = textarea.scrollTop;
-      mirror.scrollLeft = textarea.scrollLeft;
-    });
+    textarea.addEventListener("scroll", () => this.follow());
+  }
+
+  // The mirror scrolled as the text is: a long line scrolls the textarea sideways.
+  follow() {
+    this.mirror.scrollTop = this.textarea.scrollTop;
+    this.mirror.scrollLeft = this.textarea.scrollLeft;
   }
 
   get value() {
@@ -94,6 +97,8 @@ export class Editor {
       shown = end;
     }
     this.mirror.append(source.slice(shown), "\n");
+    // The textarea may have scrolled while the mirror was empty, which cannot scroll.
+    this.follow();
   }
 
   clearMark() {

@@ -5,7 +5,12 @@
 import { edgeLabel } from "./format.js";
 
 const SVG = "http://www.w3.org/2000/svg";
-const CARD_W = 112;
+const CARD_W = 124;
+// Where a card's number may start: clear of its "value" and "grad" words. A longer number is
+// drawn narrower to fit rather than over them.
+const NUMBER_LEFT = 48;
+const NUMBER_CHAR = 8.4; // width of one character of a card's number
+const EXPANSION_CHAR = 6.9; // and of a derived node's expansion under it
 const CARD_H = 66;
 const HEAD_H = 22;
 // Columns are as far apart as the longest edge label needs, within bounds.
@@ -13,7 +18,7 @@ const COLUMN_GAP = { min: 220, max: 300 };
 const LABEL_CHAR = 7.1; // width of one character of an edge label
 const ROW_GAP = 96;
 const PAD = 16;
-const MIN_SCALE = 0.5; // below this the cards' text is too small; the frame scrolls instead
+const MIN_SCALE = 0.75; // below this the cards' text is too small; the frame scrolls instead
 const MAX_SCALE = 1.3; // a small graph is drawn larger, for the back of the classroom
 const MAX_HEIGHT = 440; // pixels a graph may grow to before it stops growing with the width
 const SWEEPS = 4; // barycentre passes that order each column by its neighbours
@@ -145,13 +150,17 @@ function ports(nodes, position, parents) {
   return { enter, leave };
 }
 
-const TITLE_ROOM = 15; // characters a card's head holds: its title and its corner tag
+const TITLE_ROOM = 16; // characters a card's head holds: its title and its corner tag
 
 // A card's title: the node's name, else the source text it stands for (as the lessons say
 // "(a+b)"), else its operator.
-function title(node, source) {
+function title(node, source, owner) {
   if (node.name) return node.name;
-  if (node.kind !== "operation" || !node.span) return node.label;
+  // In the primitive view `a / b` is `a * b**-1`, both with the division's text: it titles
+  // the node that computes it, the last; `b**-1` is titled by its operator.
+  if (node.kind !== "operation" || !node.span || owner.get(String(node.span)) !== node.id) {
+    return node.label;
+  }
   const text = Array.from(source).slice(node.span[0], node.span[1]).join("").replace(/\s+/g, " ");
   const room = TITLE_ROOM - (node.derived ? "derived".length + 1 : 0);
   // Text across statements (it holds `=`) or no text at all says less than the operator.
@@ -168,6 +177,18 @@ function tag(node, titleText) {
   if (node.derived) return "derived";
   const op = node.op === "**" && node.exponent !== null ? `**${node.exponent}` : node.label;
   return titleText.length + op.length + 5 <= TITLE_ROOM ? op : "";
+}
+
+// A card's number, squeezed into its room when it is too long for it.
+function fitNumber(text, number) {
+  text.textContent = number;
+  const room = CARD_W - 10 - NUMBER_LEFT;
+  if (number.length * NUMBER_CHAR > room) {
+    text.setAttribute("textLength", String(room));
+    text.setAttribute("lengthAdjust", "spacingAndGlyphs");
+  } else {
+    text.removeAttribute("textLength");
+  }
 }
 
 export class GraphView {
@@ -241,6 +262,7 @@ export class GraphView {
       });
     }
 
+    const owner = new Map(graph.nodes.filter((n) => n.span).map((n) => [String(n.span), n.id]));
     this.cards = graph.nodes.map((node) => {
       const { x, y } = position[node.id];
       const classes = ["node", node.kind];
@@ -250,7 +272,7 @@ export class GraphView {
       element("rect", { class: "card", width: CARD_W, height: CARD_H, rx: "8" }, group);
       element("path", { class: "card-head", d: `M 0 8 a 8 8 0 0 1 8 -8 h ${CARD_W - 16} a 8 8 0 0 1 8 8 v ${HEAD_H - 8} h ${-CARD_W} z` }, group);
       const name = element("text", { class: "card-title", x: "10", y: "15.5" }, group);
-      name.textContent = title(node, source);
+      name.textContent = title(node, source, owner);
       const badge = element("text", { class: "card-tag", x: String(CARD_W - 8), y: "15", "text-anchor": "end" }, group);
       badge.textContent = tag(node, name.textContent);
       const valueKey = element("text", { class: "card-key", x: "10", y: "40" }, group);
@@ -267,9 +289,12 @@ export class GraphView {
 
     const xs = position.map((p) => p.x);
     const ys = position.map((p) => p.y);
-    const minX = Math.min(...xs) - PAD;
+    // A derived node's expansion, written under its card, may be wider than the card.
+    const expansions = graph.nodes.map((n) => (n.expansion ? (n.expansion.length + 2) * EXPANSION_CHAR : 0));
+    const overhang = Math.max(0, (Math.max(...expansions) - CARD_W) / 2);
+    const minX = Math.min(...xs) - PAD - overhang;
     const minY = Math.min(...ys) - PAD;
-    const width = Math.max(...xs) + CARD_W + PAD - minX;
+    const width = Math.max(...xs) + CARD_W + PAD + overhang - minX;
     const height = Math.max(...ys) + CARD_H + PAD + 18 - minY;
     svg.setAttribute("viewBox", `${minX} ${minY} ${width} ${height}`);
     this.size = { width, height };
@@ -298,8 +323,8 @@ export class GraphView {
       const id = card.node.id;
       const value = view.values[id];
       const grad = view.grads[id];
-      card.value.textContent = value;
-      card.grad.textContent = grad;
+      fitNumber(card.value, value);
+      fitNumber(card.grad, grad);
       card.group.classList.toggle("reached", grad !== "--");
       card.group.classList.toggle("pending", value === "--");
       card.group.classList.toggle("active", view.activeNodes.has(id));

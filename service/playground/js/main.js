@@ -32,8 +32,9 @@ const editor = new Editor($("expression"), document.querySelector(".editor-mirro
 const graph = new GraphView($("graph"), $("graph-frame"));
 const sliders = new Sliders(
   $("sliders"),
-  (name, value) => {
+  (name, value, typed) => {
     state.bindings[name] = value;
+    if (typed) showSliders(); // the thumb follows a typed value; the range widens to hold it
     evaluate();
   },
   (name, range) => {
@@ -270,7 +271,9 @@ function play() {
 // ---- controls -----------------------------------------------------------------------------
 
 function syncPreset() {
-  const index = PRESETS.findIndex((preset) => preset.expression === state.expression);
+  // `(a+b)*c` in a shared link is the lesson's `(a + b) * c`: spacing does not make it another
+  const bare = (text) => text.replace(/[ \t]+/g, "");
+  const index = PRESETS.findIndex((preset) => bare(preset.expression) === bare(state.expression));
   $("preset").value = index >= 0 ? PRESETS[index].id : "custom";
 }
 

@@ -287,14 +287,11 @@ export class Panels {
   }
 }
 
+// The response's `cost`, one line per way, each count in a sentence of the page's language.
 function costList(cost) {
-  const entries = [];
-  for (const [key, value] of Object.entries(cost)) {
-    const text =
-      value && typeof value === "object"
-        ? Object.entries(value).map(([k, v]) => `${k.replaceAll("_", " ")} ${typeof v === "number" ? formatNumber(v) : v}`).join(", ")
-        : typeof value === "number" ? formatNumber(value) : String(value);
-    entries.push(html("li", {}, [html("strong", {}, [`${key.replaceAll("_", " ")}: `]), text]));
-  }
+  const entries = Object.entries(cost).map(([way, counts]) => {
+    const text = Object.entries(counts).map(([name, n]) => t(`cost_${name}`, { n })).join(", ");
+    return html("li", {}, [html("strong", {}, [`${t(`cost_${way}`)}: `]), text]);
+  });
   return html("ul", { class: "cost" }, entries);
 }

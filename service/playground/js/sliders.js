@@ -84,11 +84,16 @@ export class Sliders {
     number.addEventListener("change", () => {
       const value = Number(number.value);
       if (number.value.trim() === "" || !Number.isFinite(value)) return;
-      this.onValue(name, value);
+      this.onValue(name, value, true);
     });
     const changeRange = () => {
       const range = [Number(low.value), Number(high.value)];
-      if (range.every(Number.isFinite) && range[0] < range[1]) this.onRange(name, range);
+      if (range.every(Number.isFinite) && range[0] < range[1]) {
+        this.onRange(name, range);
+      } else {
+        // a reversed or empty range is not taken: the boxes show the range in force again
+        [low.value, high.value] = row.range.map(String);
+      }
     };
     low.addEventListener("change", changeRange);
     high.addEventListener("change", changeRange);
@@ -99,6 +104,7 @@ export class Sliders {
   set(name, value, range) {
     const row = this.rows.get(name);
     if (!row) return;
+    row.range = range;
     const step = stepFor(range);
     row.slider.min = String(range[0]);
     row.slider.max = String(range[1]);

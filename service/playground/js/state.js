@@ -23,7 +23,7 @@ y.backward()`;
 // The lessons' presets; a program's inputs take their declared defaults unless bound here.
 export const PRESETS = [
   { id: "lesson", expression: "(a + b) * c", bindings: { a: 2, b: -3, c: 10 } },
-  { id: "relu", expression: "relu(a * b)", bindings: { a: 2, b: 3 } },
+  { id: "relu", expression: "relu(a * b)", bindings: { a: 2, b: -3 } }, // dead: a * b < 0
   { id: "square", expression: "a * a", bindings: { a: 3 } },
   { id: "shipping", expression: SHIPPING, bindings: {} },
   { id: "sanity", expression: SANITY_CHECK, bindings: {} },
