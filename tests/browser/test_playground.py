@@ -343,6 +343,40 @@ def test_a_sliders_range_can_be_changed(visit: Visit) -> None:
     assert slider.get_attribute("max") == "100"
 
 
+def test_a_typed_value_moves_its_slider_and_widens_its_range(visit: Visit) -> None:
+    visit.open(LESSON)
+    number = visit.page.locator("#sliders .slider-number").first
+    number.fill("25")
+    number.press("Enter")
+    visit.until("document.querySelector('#result').textContent === 'f = 220'")
+    slider = visit.page.locator("#sliders input[type=range]").first
+    assert float(slider.input_value()) == 25
+    assert float(slider.get_attribute("max") or 0) >= 25
+    # a reversed range is not taken: its boxes show the range in force again
+    low = visit.page.get_by_label("Slider range of b: from")
+    low.fill("50")
+    low.press("Enter")
+    visit.until(
+        "document.querySelector('[aria-label=\"Slider range of b: from\"]').value === '-10'"
+    )
+
+
+def test_the_error_mark_scrolls_with_a_long_line(visit: Visit) -> None:
+    visit.open(LESSON)
+    editor = visit.page.locator("#expression")
+    editor.click()
+    editor.press("End")
+    editor.type(" + a" * 30 + " $ 2")
+    mark = visit.page.locator(".editor-mirror mark.problem")
+    mark.wait_for(timeout=5_000)
+    scrolled = visit.page.evaluate("document.querySelector('#expression').scrollLeft")
+    assert scrolled > 0
+    visit.until(
+        "document.querySelector('.editor-mirror').scrollLeft === "
+        "document.querySelector('#expression').scrollLeft"
+    )
+
+
 def test_the_shipping_cost_preset_shows_the_lessons_program(visit: Visit) -> None:
     visit.open()
     program = requests.post(
