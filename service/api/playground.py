@@ -22,7 +22,6 @@ blp = Blueprint("playground", __name__, static_folder=str(PAGE_FOLDER), static_u
 
 @blp.route("/")
 @blp.route("/playground")
-@blp.route("/playground/")
 def page() -> Response:
     return send_from_directory(PAGE_FOLDER, "index.html", max_age=0)
 

@@ -282,7 +282,14 @@ export class Panels {
         html("span", { class: "feedback" }, [result.verdict === "correct" ? "" : (result.feedback?.message ?? "")]),
       ]),
     );
-    const summary = html("p", { class: "score" }, [t("score", { score: `${Math.round((score ?? 0) * 100)}%` })]);
+    // The service scores the answered items only: the sentence says how many that is.
+    const asked = results.filter((r) => r.item.startsWith("gradients."));
+    const answered = asked.filter((r) => r.verdict !== "unanswered").length;
+    const open = asked.length - answered;
+    const percent = `${Math.round((score ?? 0) * 100)}%`;
+    const summary = html("p", { class: "score" }, [
+      open ? t("scorePartial", { score: percent, answered, open }) : t("score", { score: percent }),
+    ]);
     predictResults.replaceChildren(summary, html("ul", { class: "verdicts" }, items));
   }
 }
