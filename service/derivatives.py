@@ -233,24 +233,25 @@ def _chosen(parsed: ParsedExpression, variables: Sequence[str] | None) -> list[s
         return list(parsed.inputs)
     unknown = sorted({name for name in variables if name not in parsed.inputs})
     if unknown:
-        computed = [name for name in unknown if name in parsed.assigned]
+        # Said of the names the program does not have first; else of those it computes.
+        strangers = [name for name in unknown if name not in parsed.assigned]
         inputs = ", ".join(parsed.inputs)
         if not inputs:
             message = _(
                 "cannot differentiate by {names}: the expression has no inputs",
                 names=", ".join(unknown),
             )
-        elif computed == unknown:  # `weight_fee`, which the shipping program computes
-            message = _(
-                "cannot differentiate by {names}: the program computes it; differentiate by "
-                "its inputs, {variables}",
-                names=", ".join(computed),
-                variables=inputs,
-            )
-        else:
+        elif strangers:
             message = _(
                 "cannot differentiate by {names}: not in the expression, whose variables are "
                 "{variables}",
+                names=", ".join(strangers),
+                variables=inputs,
+            )
+        else:  # `weight_fee`, which the shipping program computes
+            message = _(
+                "cannot differentiate by {names}: the program computes it; differentiate by "
+                "its inputs, {variables}",
                 names=", ".join(unknown),
                 variables=inputs,
             )

@@ -670,6 +670,10 @@ def _document(
     }
 
 
+def gradient_overflow(label: str) -> Message:
+    return _("the gradient at '{label}' is not a finite number (it overflows)", label=label)
+
+
 def _non_finite(nodes: list[dict[str, Any]]) -> DomainError:
     """The first node, from the root down, whose gradient or local derivative is not finite."""
     for node in reversed(nodes):
@@ -678,10 +682,7 @@ def _non_finite(nodes: list[dict[str, Any]]) -> DomainError:
         if not all(math.isfinite(x) for x in numbers):
             return DomainError(
                 "non_finite",
-                _(
-                    "the gradient at '{label}' is not a finite number (it overflows)",
-                    label=node["label"],
-                ),
+                gradient_overflow(node["label"]),
                 node["id"],
                 tuple(node["span"]),
             )

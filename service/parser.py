@@ -1183,6 +1183,9 @@ class _Expression:
             self.reduce()
         if self.pending:
             opener = self.pending[-1]
+            if token.kind == ";" and not self.never_closed():  # `exp(a;)`: closed after the `;`
+                message = _("';' ends a statement, but a bracket is still open here")
+                raise ExpressionError("unexpected_token", message, token.span)
             raise _never_closed(opener.opening)
         self.program.terminator = token
         return True

@@ -26,6 +26,7 @@ from service.evaluator import (
     Compiled,
     Evaluator,
     division_by_zero,
+    gradient_overflow,
     is_division,
     too_many_bindings,
     unbound,
@@ -312,7 +313,7 @@ def _errors(
         template = compiled.templates[failure.node]
         node, message = failure.node, _message(failure, template)
         division = divisions.get(tuple(template["span"]))
-        if division is not None:
+        if division is not None and failure.kind != "non_finite":  # not a gradient's, found later
             node = compiled.node_of[division]
             if failure.kind == "division_by_zero":
                 message = division_by_zero(compiled.parsed, division)
@@ -338,4 +339,4 @@ def _message(failure: Failure, node: Mapping[str, Any]) -> Message:
         said = failure_message(node["op"], failure.operand, node["exponent"])
         if said is not None:
             return said
-    return _("a gradient is not a finite number")
+    return gradient_overflow(node["label"])

@@ -184,6 +184,10 @@ def test_variables_choose_and_keep_the_order_of_first_use() -> None:
         differentiate("h = 2\nout = h * 3", {}, variables=["h"])
     assert refused.value.message == "cannot differentiate by h: the expression has no inputs"
     with pytest.raises(BindingError) as refused:
+        differentiate(SHIPPING_PROGRAM, {}, variables=["weight_fee", "zzz"])
+    assert refused.value.message.startswith("cannot differentiate by zzz: not in the expression")
+    assert refused.value.variables == ["weight_fee", "zzz"]
+    with pytest.raises(BindingError) as refused:
         differentiate(SHIPPING_PROGRAM, {}, variables=["weight_fee"])
     assert refused.value.message == (
         "cannot differentiate by weight_fee: the program computes it; differentiate by its "

@@ -462,6 +462,7 @@ REFUSED = [
     ("x **= 2", "unsupported_syntax", (2, 5), "write x = x ** k"),
     ("x = (a +\ny = 2", "unbalanced_parenthesis", (4, 5), "never closed"),
     ("x = (a + b; y = 2", "unbalanced_parenthesis", (4, 5), "never closed"),
+    ("y = exp(a;)", "unexpected_token", (9, 10), "a bracket is still open here"),
     # a keyword is refused where it stands, among tuple targets or after an operand
     ("a, if b = 1, 2", "unsupported_syntax", (3, 5), "'if'"),
     ("y = x.relu() if x else 1", "unsupported_syntax", (13, 15), "'if'"),

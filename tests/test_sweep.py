@@ -432,6 +432,9 @@ def test_a_failed_point_says_where_in_the_program() -> None:
         ("1 / x", 0.0),
         ("y = x - 1\nz = 3 / (y * 2)", 1.0),
         ("2 / x", 1e-320),
+        # a gradient that overflows, found by the backward pass, where it arises
+        ("y = x / (x / x)", 1e200),
+        ("y = x / (2 / x)", 1e154),
     ],
 )
 def test_a_failed_point_says_what_the_engine_says(expression: str, at: float) -> None:

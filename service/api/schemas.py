@@ -639,7 +639,12 @@ class DerivativesRequestSchema(Schema):
     )
     output = output_name()
     variables = fields.List(
-        fields.String(),
+        fields.String(
+            validate=Pattern(
+                IDENTIFIER_PATTERN,
+                _("must be a name: a letter or _, then letters, digits or _"),
+            )
+        ),
         load_default=None,
         validate=validate.Length(min=1),
         metadata={
