@@ -71,20 +71,16 @@ def run(
                 else:
                     results[node] = operation(node.op, node.exponent, *operands)
             except DomainError as error:
-                if error.kind == "division_by_zero" and is_division(node):
+                if error.kind == "division_by_zero" and node.op == "/":
                     error = DomainError(error.kind, division_by_zero(parsed, node))
                 raise error.located(locate(node) if locate else None, node.span) from None
     return results
 
 
-def is_division(node: Node) -> bool:
-    """A `/`: its failure is said as a division, not as the power micrograd makes of it."""
-    return node.op == "/"
-
-
 def division_by_zero(parsed: ParsedExpression, node: Node) -> Message:
     """`a / (b - c)` failing: "division by zero: b - c is 0", the divisor as it is written;
-    `a / 0`: "division by zero"."""
+    `a / 0`: "division by zero". Said of the `/` written, not of the power micrograd makes of
+    it (`a * b**-1`)."""
     divisor = node.args[-1]
     if divisor.is_constant:
         return _("division by zero")

@@ -27,7 +27,6 @@ from service.evaluator import (
     Evaluator,
     division_by_zero,
     gradient_overflow,
-    is_division,
     too_many_bindings,
     unbound,
     unknown_bindings,
@@ -300,11 +299,12 @@ def _errors(
 ) -> list[dict[str, Any]]:
     """Each failed point: where it is in the sweep, why, and where in the text (with the line
     and column, as a problem's `position` has them)."""
-    lines = Lines(compiled.parsed.text) if failures else None
-    # A division by something not a constant: micrograd's `a * b**-1` fails at `b**-1`, where
-    # the engine names the `/` written (its node is the product's) and, dividing by 0, its
-    # divisor.
-    divisions = {node.span: node for node in compiled.node_of if is_division(node)}
+    if not failures:  # the common case: nothing below is needed
+        return []
+    lines = Lines(compiled.parsed.text)
+    # A division: micrograd's `a * b**-1` fails at `b**-1`, where the engine names the `/`
+    # written (its node is the product's) and, dividing by 0, its divisor.
+    divisions = {node.span: node for node in compiled.node_of if node.op == "/"}
     errors = []
     for failure in failures:
         index: int | list[int] = (
@@ -318,7 +318,6 @@ def _errors(
             if failure.kind == "division_by_zero":
                 message = division_by_zero(compiled.parsed, division)
         start, end = template["span"]
-        assert lines is not None
         line, column = lines(start)
         position = {"start": start, "end": end, "line": line, "column": column}
         errors.append(
