@@ -843,14 +843,9 @@ class _Symbolic:
     def on_piece(self) -> sympy.Expr:
         """The output on the bindings' piece, each relu as the engine's forward pass left it
         (see `symbolic.engine_piece`)."""
-        if not self.piece:  # no relu: one piece, the whole expression
-            return self.parsed.sympy
         from service import symbolic
 
-        parsed = self.parsed
-        return symbolic.engine_piece(
-            parsed.postorder(), parsed.root, self.compiled.node_of, self.nodes
-        )
+        return symbolic.engine_piece(self.parsed, self.compiled.node_of, self.nodes)
 
     def derivative(self, name: str) -> sympy.Expr:
         """The derivative on the bindings' piece."""

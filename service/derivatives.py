@@ -186,14 +186,10 @@ class Differentiator:
         formulas = _formulas()
         try:
             with time_budget(self.limits.seconds, SYMBOLIC_TOO_EXPENSIVE):
-                piece = None
-                if any(node.op == "relu" for node in parsed.postorder()):
-                    from service import symbolic as forms
+                from service import symbolic as forms
 
-                    nodes = document["graph"]["nodes"]
-                    piece = forms.engine_piece(
-                        parsed.postorder(), parsed.root, compiled.node_of, nodes
-                    )
+                nodes = document["graph"]["nodes"]
+                piece = forms.engine_piece(parsed, compiled.node_of, nodes)
                 symbolic: dict[str, Any] = formulas.derivatives(
                     parsed,
                     chosen,

@@ -37,15 +37,15 @@ def derivatives(
     bindings: Mapping[str, float],
     simplify_operations: int,
     simplify_seconds: float,
-    piece: sympy.Expr | None = None,
+    piece: sympy.Expr,
 ) -> dict[str, Any]:
     """The expression's LaTeX and size, and for each variable the derivative's text, LaTeX,
     exact value at the bindings and size (`count_ops`).
 
     `simplify` is tried on derivatives of at most `simplify_operations` operations, within
-    `simplify_seconds` for all of them together. `piece`, for an expression with relus, is it
-    on the piece the engine's forward pass found the bindings on (`symbolic.engine_piece`): the
-    exact values are its derivatives', while the formulas are the whole function's.
+    `simplify_seconds` for all of them together. `piece` is the output on the piece the
+    engine's forward pass found the bindings on (`symbolic.engine_piece`; the function itself
+    when it has no relu): the exact values are its derivatives', the formulas the function's.
     """
     function = parsed.sympy
     # The bindings as exact rationals: every float is a binary fraction, so this is the point the
@@ -59,7 +59,8 @@ def derivatives(
         if 0 < operations <= simplify_operations and simplify_left > 0:
             derivative, operations, spent = _simplified(derivative, operations, simplify_left)
             simplify_left -= spent
-        on_piece = derivative if piece is None else sympy.diff(piece, symbol(name))
+        # one piece, the whole function: its derivative is the one just taken
+        on_piece = derivative if piece is function else sympy.diff(piece, symbol(name))
         formulas[name] = {
             "text": text(derivative),
             "latex": latex(derivative),

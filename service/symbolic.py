@@ -11,7 +11,7 @@ import sympy
 from service.operations import BY_NAME
 
 if TYPE_CHECKING:
-    from service.parser import Node
+    from service.parser import Node, ParsedExpression
 
 
 class relu(sympy.Function):  # named as the language writes it
@@ -66,9 +66,10 @@ def from_tree(
 
 
 def engine_piece(
-    postorder: list[Node], root: Node, node_of: Mapping[Node, int], nodes: Sequence[dict[str, Any]]
+    parsed: ParsedExpression, node_of: Mapping[Node, int], nodes: Sequence[dict[str, Any]]
 ) -> sympy.Expr:
-    """The output on the piece an evaluation lies on: built as `from_tree` builds it, but with
+    """The output on the piece an evaluation lies on: `parsed.sympy` itself when the output has
+    no relu (one piece, the whole function); else built as `from_tree` builds it, but with
     each relu as the engine's forward pass left it, its input where the relu's local derivative
     (in the evaluated graph `nodes`, at `node_of[node]`) is 1 and 0 where it is 0 (at the kink
     too, as micrograd's relu). Its derivative is the piece's, with no Heaviside left to decide.
@@ -79,8 +80,12 @@ def engine_piece(
     Each relu is decided by its own tree node: replacing sympy's relu terms afterwards could
     not, since one term (`relu(a - b + c)`) may stand for relus the engine found on and off."""
 
+    order = parsed.postorder()
+    if not any(node.op == "relu" for node in order):
+        return parsed.sympy
+
     def piece(node: Node, operand: sympy.Expr) -> sympy.Expr:
         on = nodes[node_of[node]]["local_grads"][0] > 0
         return operand if on else sympy.Integer(0)
 
-    return from_tree(postorder, root, relu=piece)
+    return from_tree(order, parsed.root, relu=piece)
