@@ -294,11 +294,14 @@ export class Panels {
   }
 }
 
+// The ways as the table's columns name them.
+const WAYS = { reverse_mode: "reverseMode", numeric: "numeric", symbolic: "symbolic" };
+
 // The response's `cost`, one line per way, each count in a sentence of the page's language.
 function costList(cost) {
   const entries = Object.entries(cost).map(([way, counts]) => {
     const text = Object.entries(counts).map(([name, n]) => t(`cost_${name}`, { n })).join(", ");
-    return html("li", {}, [html("strong", {}, [`${t(`cost_${way}`)}: `]), text]);
+    return html("li", {}, [html("strong", {}, [`${t(WAYS[way])}: `]), text]);
   });
   return html("ul", { class: "cost" }, entries);
 }
