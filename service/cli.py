@@ -2,7 +2,8 @@
 `autograd-service derivatives "(a + b) * c" a=2 b=-3 c=10` each derivative three ways.
 
 `python -m service` is the same program. A program can be read from a file:
-`autograd-service eval -f program.py [name=value ...]`, where `-f -` reads standard input. A
+`autograd-service eval -f program.py [name=value ...]`, where `-f -` (or `-` in the
+expression's place) reads standard input. A
 refusal prints the problem document the HTTP API answers with, so a script handles both the same
 way.
 """
@@ -129,7 +130,7 @@ def _add_source_arguments(
     command.add_argument(
         "expression",
         nargs="?",
-        help=f'for example "{example}"; leave out with --file',
+        help=f'for example "{example}"; - reads it from standard input; leave out with --file',
     )
     command.add_argument("bindings", nargs="*", metavar="NAME=NUMBER", help=bindings_help)
     command.add_argument(
@@ -204,6 +205,9 @@ def _parse_arguments(argv: Sequence[str]) -> argparse.Namespace:
     args.command = argv[0]
     if args.file is not None:  # with a file, every positional argument is a binding
         args.expression = _read(args.file, command)
+    elif positionals and positionals[0] == "-":  # standard input, as `-f -` reads it
+        positionals.pop(0)
+        args.expression = _read(sys.stdin.buffer, command)
     elif positionals:
         args.expression = _argument_text(positionals.pop(0), "the expression", command)
     else:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Self
 
 from service.i18n import _
 
@@ -46,7 +46,7 @@ class Located:
     line: int | None = None
     column: int | None = None
 
-    def at(self, text: str) -> Any:
+    def at(self, text: str) -> Self:
         """This error with the line and column of its span in `text` filled in."""
         if self.span is not None:
             self.line, self.column = line_column(text, self.span[0])
@@ -81,8 +81,9 @@ class LimitExceeded(ExpressionError):
         return {**super().as_dict(), "limit": self.limit, "maximum": self.maximum}
 
 
-class BindingError(AutogradError):
-    """The bindings do not fit the expression: unbound or unknown names, or non-numbers."""
+class BindingError(Located, AutogradError):
+    """The bindings do not fit the expression: unbound or unknown names, or non-numbers. An
+    unbound input has a place in the text, its first use as `span`; the others have none."""
 
     def __init__(
         self,
@@ -90,9 +91,11 @@ class BindingError(AutogradError):
         message: str,
         variables: list[str],
         location: str | None = "/bindings",
+        span: Span | None = None,
     ) -> None:
         super().__init__(kind, message)
         self.variables = variables
+        self.span = span
         # Over HTTP, the object of the request body whose keys the names are, as a JSON pointer;
         # None where they are not keys (a sweep's varied inputs).
         self.location = location

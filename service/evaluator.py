@@ -506,7 +506,7 @@ class Evaluator:
         missing = [n for n in parsed.variables if n not in bindings and n not in defaults]
         unknown = sorted(n for n in bindings if n not in parsed.input_set)
         if missing:
-            raise unbound(missing, unknown)
+            raise unbound(parsed, missing, unknown)
         if unknown:
             raise unknown_bindings(unknown, parsed.assigned)
         env = {}
@@ -535,7 +535,8 @@ def too_many_bindings(count: int, maximum: int) -> BindingError:
     )
 
 
-def unbound(missing: list[str], unknown: list[str]) -> BindingError:
+def unbound(parsed: ParsedExpression, missing: list[str], unknown: list[str]) -> BindingError:
+    """No value for the inputs `missing`: placed at the first one's first use in the text."""
     if unknown:
         message = _(
             "no value given for {missing} (the bindings name {unknown}, which the expression "
@@ -545,7 +546,8 @@ def unbound(missing: list[str], unknown: list[str]) -> BindingError:
         )
     else:
         message = _("no value given for {missing}", missing=", ".join(missing))
-    return BindingError("unbound_variables", message, missing)
+    span = parsed.first_use(missing[0])
+    return BindingError("unbound_variables", message, missing, span=span).at(parsed.text)
 
 
 def unknown_bindings(unknown: list[str], assigned: frozenset[str]) -> BindingError:

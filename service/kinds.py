@@ -12,8 +12,8 @@ from service.errors import (
     AutogradError,
     BindingError,
     DomainError,
-    ExpressionError,
     LimitExceeded,
+    Located,
     RequestTooLarge,
 )
 from service.i18n import Message, _
@@ -144,7 +144,7 @@ def problem_body(kind: str, detail: str, **extensions: Any) -> dict[str, Any]:
 def core_problem(error: AutogradError) -> dict[str, Any]:
     """The problem for a refusal by the core, with every detail it knows about the fault."""
     extensions: dict[str, Any] = {}
-    span = error.span if isinstance(error, ExpressionError | DomainError) else None
+    span = error.span if isinstance(error, Located) else None
     if span is not None:
         extensions["position"] = {"start": span[0], "end": span[1]}
         line, column = getattr(error, "line", None), getattr(error, "column", None)

@@ -146,6 +146,11 @@ class ParsedExpression:
     def _postorder(self) -> list[Node]:
         return postorder(self.root)
 
+    def first_use(self, name: str) -> Span | None:
+        """Where the output first reads the input `name` in the text."""
+        reads = [node.span for node in self.postorder() if node.name == name]
+        return min(reads, default=None)
+
     @cached_property
     def variable_set(self) -> frozenset[str]:
         """The inputs, for membership tests in time independent of their number."""

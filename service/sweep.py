@@ -223,7 +223,7 @@ def _check_vary(
         raise unknown_bindings(unknown, parsed.assigned)
     missing = [name for name in parsed.variables if name not in given and name not in names]
     if missing:
-        raise unbound(missing, [])
+        raise unbound(parsed, missing, [])
     for axis in vary:
         if not (math.isfinite(axis.start) and math.isfinite(axis.stop)) or axis.points < 1:
             message = _(
@@ -268,7 +268,7 @@ def _check_points(
     for name in parsed.inputs:
         if name not in named:
             if name not in given and name in parsed.variable_set:
-                raise unbound([name], [])
+                raise unbound(parsed, [name], [])
             continue
         # An input the output does not use needs no value: where no point gives one, null.
         fallback = given.get(name, None if name in parsed.variable_set else math.nan)
@@ -276,7 +276,8 @@ def _check_points(
         if any(value is None for value in column):
             index = column.index(None)
             message = _("no value given for {name} at point {index}", name=name, index=index)
-            raise BindingError("unbound_variables", message, [name])
+            span = parsed.first_use(name)
+            raise BindingError("unbound_variables", message, [name], span=span).at(parsed.text)
         columns[name] = np.array(column, dtype=float)
     return columns
 

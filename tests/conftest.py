@@ -116,7 +116,12 @@ CORE: list[tuple[str, str, dict[str, Any], dict[str, Any]]] = [
         {"position": at(4, 5)},
     ),
     ("unknown-output", "y = x * 2", {"x": 1}, {"variables": ["z"]}),
-    ("unbound-variables", "(a + b) * c", {"a": 2, "b": -3}, {"variables": ["c"]}),
+    (
+        "unbound-variables",
+        "(a + b) * c",
+        {"a": 2, "b": -3},
+        {"variables": ["c"], "position": at(10, 11)},
+    ),
     ("unknown-variables", "a", {"a": 1, "b": 2, "z": 3}, {"variables": ["b", "z"]}),
     ("too-many-bindings", "a+b+c+d", dict.fromkeys("abcd", 1), {"variables": []}),
     ("log-domain", "log(a)", {"a": -1}, {"node": 1, "position": at(0, 6)}),

@@ -297,6 +297,19 @@ def test_a_program_file_in_every_spelling(
     assert value(document) == 6.0
 
 
+@pytest.mark.parametrize("command", FILE_COMMANDS)
+def test_a_dash_in_the_expressions_place_reads_standard_input(
+    command: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    program = b"# read from a pipe\ny = x * 3\n"
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(program), encoding="utf-8"))
+    arguments, value = FILE_COMMANDS[command]
+    argv = [command, "-", *arguments]
+    status, document, _ = run(argv if command == "sweep" else [*argv, "x=2"], capsys)
+    assert status == 0
+    assert value(document) == 6.0
+
+
 @pytest.mark.parametrize(
     ("argv", "value"),
     [

@@ -120,6 +120,25 @@ def test_symbolic_problems_come_from_derivatives() -> None:
     assert client.post("/v1/derivatives", json=small).status_code == 200
 
 
+@pytest.mark.parametrize(
+    ("path", "body", "unbound"),
+    [
+        ("/v1/gradients", {"bindings": {"a": 1}}, ["b", "c"]),
+        ("/v1/derivatives", {"bindings": {"a": 1}}, ["b", "c"]),
+        ("/v1/sweep", {"vary": [{"name": "a", "from": 0, "to": 1, "points": 2}]}, ["b", "c"]),
+        ("/v1/sweep", {"points": [{"a": 1}]}, ["b"]),  # one input at a time, in order
+    ],
+)
+def test_an_unbound_input_is_placed_at_its_first_use(
+    client: FlaskClient, path: str, body: dict[str, Any], unbound: list[str]
+) -> None:
+    # b is first read by the second statement's `b * c` (the third statement's is later), and
+    # a statement the output does not use is no use at all.
+    program = "unused = z\nx = a + 1\ny = x * b * c\nout = y + b"
+    response = client.post(path, json={"expression": program, **body})
+    problem(response, "unbound-variables", variables=unbound, position=at(29, 30, 3, 9))
+
+
 def test_a_domain_problem_in_a_constant_part_has_no_node(client: FlaskClient) -> None:
     body = problem(
         client.post("/v1/gradients", json={"expression": "log(0) + a", "bindings": {"a": 1}}),

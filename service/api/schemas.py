@@ -550,8 +550,8 @@ class ProblemSchema(Schema):
     detail = _out(fields.String, "What went wrong this time, in a sentence for a student.")
     position = _problem(
         fields.Nested,
-        "Expression and limit problems, and domain problems "
-        "whose place is known: where in the expression.",
+        "Expression and limit problems, domain problems whose place is known, and an unbound "
+        "input (its first use): where in the expression.",
         PositionSchema,
     )
     variables = _problem(fields.List, "Binding problems: the variables at fault.", fields.String())
