@@ -89,6 +89,15 @@ class Tolerance:
     def accepts(self, answer: float, expected: float) -> bool:
         return abs(answer - expected) <= self.absolute + self.relative * abs(expected)
 
+    def within(self, expected: list[float]) -> Tolerance:
+        """This tolerance for a formula whose expected values are `expected`: the absolute part
+        shrinks with values smaller than 1, so `2e-12*b` is not taken for `1e-12*b` (a number
+        the learner types is judged as written, with the request's tolerance)."""
+        scale = max(map(abs, expected), default=0.0)
+        if not 0.0 < scale < 1.0:
+            return self
+        return Tolerance(self.relative, self.absolute * scale)
+
 
 DEFAULT_TOLERANCE = Tolerance()
 # A formula is right or wrong, however wide the request's tolerance for numbers: its values at
@@ -351,6 +360,7 @@ def judge(
     mistakes: Mistakes,
     tolerance: Tolerance,
     forward: bool = False,
+    close: Tolerance = CLOSE,
 ) -> dict[str, Any]:
     """The feedback for an answer given at one or more points: correct, the slip every point
     agrees on, close, or plainly incorrect. `predicted[j]` are the slips' answers at point j.
@@ -372,7 +382,7 @@ def judge(
             if forward:
                 return _wrong_sign_forward()
             return _feedback(mistakes.all[i].code, mistakes.message(i))
-    if all(CLOSE.accepts(answers[j], expected[j]) for j in points):
+    if all(close.accepts(answers[j], expected[j]) for j in points):
         return _close(tolerance)
     return _incorrect(forward)
 
@@ -928,5 +938,7 @@ class _Symbolic:
         if mistakes is None:  # nowhere to compare: sympy could not prove it, so it is not accepted
             return _incorrect()
         # A number (`0.333` for 1/3) is judged as numbers are; a formula by its equivalence.
-        tolerance = EQUIVALENT if answer.variables else self.tolerance
-        return judge(values, expected, predicted, mistakes, tolerance)
+        if not answer.variables:
+            return judge(values, expected, predicted, mistakes, self.tolerance)
+        tolerance, close = EQUIVALENT.within(expected), CLOSE.within(expected)
+        return judge(values, expected, predicted, mistakes, tolerance, close=close)

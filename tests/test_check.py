@@ -223,6 +223,22 @@ def test_a_wide_tolerance_loosens_numbers_but_not_formulas() -> None:
     assert default["results"][-1]["feedback"]["code"] == "outside_tolerance"
 
 
+def test_a_formula_of_small_values_is_judged_at_their_scale() -> None:
+    # The absolute part of the tolerance shrinks with the values: twice the derivative is wrong
+    # however small the derivative is, and not "close" either.
+    def verdict(answer: str) -> dict[str, Any]:
+        result = check(EVALUATOR, "1e-12*a*b", {"a": 3, "b": 2}, {"derivatives": {"a": answer}})
+        [item] = [item for item in result["results"] if item["item"] == "derivatives.a"]
+        return dict(item)
+
+    assert verdict("1e-12*b")["verdict"] == "correct"
+    assert verdict("b/1e12")["verdict"] == "correct"
+    assert verdict("(1 + 1e-10)*1e-12*b")["verdict"] == "correct"  # rounding's worth
+    doubled = verdict("2e-12*b")
+    assert doubled["verdict"] == "incorrect"
+    assert doubled["feedback"]["code"] != "outside_tolerance"
+
+
 def test_every_code_is_documented() -> None:
     codes = {code for *_, code in MISTAKES}
     assert codes <= set(CODES)
