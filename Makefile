@@ -76,7 +76,8 @@ openapi: $(VENV)/.installed
 
 # The message catalogues: every `_()`/`_n()` sentence under service/ extracted into the template,
 # merged into the Russian and Estonian catalogues (new sentences arrive untranslated; translate
-# them in the .po files, then run this again), and compiled to the .mo files the package ships.
+# them in the .po files, then run this again), and compiled to the .mo files the package ships;
+# then the proxy's own problem pages in every language (deploy/nginx/errors.conf).
 # tests/test_translations.py fails while any sentence lacks a translation.
 TRANSLATIONS := service/translations
 TRANSLATED := ru et
@@ -92,6 +93,7 @@ translations: $(VENV)/.installed
 		fi; \
 	done
 	$(BIN)/pybabel compile --statistics -d $(TRANSLATIONS)
+	$(BIN)/python -m service.proxy deploy/nginx/errors.conf
 
 # Build the image, start it (alone and as three replicas behind nginx), smoke-test, tear down;
 # then the swarm stack: a rolling update and a rolled-back one under 16 learners (test-swarm.sh).

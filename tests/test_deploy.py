@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from service import proxy
+from service.i18n import DEFAULT_LOCALE, LOCALES, negotiate
 from service.kinds import KINDS, PROXY_KINDS, type_uri
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -95,20 +97,55 @@ def test_nginx_waits_longer_than_gunicorn() -> None:
 PAGES = re.findall(r"return (\d+) '(\{.*\})';", ERRORS)
 
 
+def _nginx_string(quoted: str) -> str:
+    """A single-quoted nginx string's text: nginx reads `\\\\` and `\\'` as escapes."""
+    return re.sub(r"\\(.)", r"\1", quoted)
+
+
 @pytest.mark.parametrize("status", [400, 408, 413, 429, 500, 502, 503, 504])
 def test_nginx_answers_its_own_errors_with_problems(status: int) -> None:
     target = re.search(rf"error_page [\d ]*\b{status}\b[\d ]* @(\w+);", ERRORS).group(1)
     block = re.search(rf"location @{target} \{{(.*?)\n\}}", ERRORS, re.DOTALL).group(1)
     assert "default_type application/problem+json;" in block
-    code, document = re.search(r"return (\d+) '(\{.*\})';", block).groups()
-    problem = json.loads(document.replace("$request_id", "0" * 32))
-    kind = problem["type"].rsplit("/", 1)[1]
-    assert problem["type"] == type_uri(kind)
-    assert (int(code), problem["title"]) == {**KINDS, **PROXY_KINDS}[kind][:2]
-    assert problem["status"] == int(code)
-    assert problem["detail"]
+    assert "add_header Content-Language $problem_language always;" in block
+    # English is set first, as the default; each other language where its `if` returns.
+    default, *others = re.findall(r"set \$problem_language (\w+);", block)
+    answers = re.findall(r"return (\d+) '((?:[^'\\]|\\.)*)';", block)
+    assert sorted([default, *others]) == sorted(LOCALES)
+    details = {}
+    for locale, (code, quoted) in zip([*others, default], answers, strict=True):
+        problem = json.loads(_nginx_string(quoted).replace("$request_id", "0" * 32))
+        kind = problem["type"].rsplit("/", 1)[1]
+        assert problem["type"] == type_uri(kind)
+        expected_status, title = {**KINDS, **PROXY_KINDS}[kind]
+        assert (int(code), problem["title"]) == (expected_status, title.translate(locale))
+        assert problem["status"] == int(code)
+        details[locale] = problem["detail"]
+    assert all(details.values()) and len(set(details.values())) == len(LOCALES)  # translated
     if status in (429, 502, 503, 504):
         assert re.search(r"add_header Retry-After \d+ always;", block)
+
+
+def test_the_proxys_pages_are_rendered_from_the_catalogues() -> None:
+    # `python -m service.proxy deploy/nginx/errors.conf` (make translations) writes the file.
+    assert proxy.render() == ERRORS
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        "", "ru", "RU", "ru-RU", "ru_RU", "ru;q=0.8", "et-EE,et;q=0.9", "en-US,en;q=0.9,ru;q=0.8",
+        "ru-RU,ru;q=0.9,en-US;q=0.8", "de-DE, et;q=0.5", "fr, de", "*", "rue", "etc, ru", "  ru ",
+        "de,fr,it,et", "fi, ET-ee", "en, et", "x-ru, ru",
+    ],
+)  # fmt: skip
+def test_the_proxy_picks_the_language_the_app_would(header: str) -> None:
+    # Clients list languages in order of preference: the first the service speaks is chosen.
+    tags = [item.split(";")[0].strip() for item in header.split(",")]
+    expected = negotiate(tag for tag in tags if tag)
+    matched = [locale for locale in LOCALES if re.search(proxy.first_spoken(locale), header, re.I)]
+    assert (matched[0] if matched and matched[0] != DEFAULT_LOCALE else DEFAULT_LOCALE) == expected
+    assert len(matched) <= 1
 
 
 def test_every_proxy_kind_has_a_page() -> None:

@@ -4,7 +4,8 @@ Standard library only; scripts/test-swarm.sh runs the autograd-errors nginx of
 deploy/kubernetes/errors.yaml in a container (the nginx image with deploy/nginx/'s snippets) and
 points this at it. ingress-nginx sends that backend each refusal it takes over, the status in
 X-Code: every status ingress.yaml lists must come back as that status with a problem document of
-the service's own types; a request without X-Code (such as /metrics from outside) is not found.
+the service's own types, in the language asked for; a request without X-Code (which the controller
+sends when no pod of the API is ready) is a 503; /metrics from outside is not found.
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ EXPECTED = {
 }
 
 
-def fetch(base: str, path: str, code: int | None) -> tuple[int, str, dict]:
+def fetch(base: str, path: str, code: int | None, language: str = "en") -> tuple[int, str, dict]:
     request = urllib.request.Request(base.rstrip("/") + path)
+    request.add_header("Accept-Language", language)
     if code is not None:
         request.add_header("X-Code", str(code))
     try:
@@ -43,12 +45,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("base_url")
     args = parser.parse_args()
-    cases = [(code, "/v1/gradients", kind) for code, kind in EXPECTED.items()]
-    cases.append((None, "/metrics", "not-found"))
+    cases = [(code, code, "/v1/gradients", kind) for code, kind in EXPECTED.items()]
+    cases += [(None, 503, "/v1/gradients", "service-busy"), (None, 404, "/metrics", "not-found")]
     failed = 0
-    for code, path, kind in cases:
+    for code, want, path, kind in cases:
         status, content_type, problem = fetch(args.base_url, path, code)
-        want = code or 404
         ok = (
             status == want
             and content_type.startswith("application/problem+json")
@@ -58,6 +59,11 @@ def main() -> int:
         failed += not ok
         label = f"X-Code {code}" if code else "no X-Code"
         print(f"error pages: {'ok' if ok else 'FAILED'}  {label} {path}: {status} {problem}")
+    # In the language asked for, as the compose proxy's are (service/proxy.py).
+    status, _, problem = fetch(args.base_url, "/v1/gradients", 429, "et-EE,et;q=0.9")
+    ok = status == 429 and problem.get("title") == "Liiga palju päringuid"
+    failed += not ok
+    print(f"error pages: {'ok' if ok else 'FAILED'}  X-Code 429 in Estonian: {problem}")
     return 1 if failed else 0
 
 

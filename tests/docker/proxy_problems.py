@@ -94,13 +94,16 @@ def check_rate_limit(host: str, port: int, _: str | None) -> None:
     connection = http.client.HTTPConnection(host, port, timeout=10)
     try:
         for _ in range(200):  # one keep-alive connection, as fast as nginx answers
-            connection.request("GET", "/healthz")
+            # In the language asked for, as the app's own problems are (service/proxy.py).
+            connection.request("GET", "/healthz", headers={"Accept-Language": "ru-RU,en;q=0.5"})
             response = connection.getresponse()
             body = response.read()
             if response.status != 200:
                 headers = {k.lower(): v for k, v in response.getheaders()}
-                expect_problem(response.status, headers, body, 429, "too-many-requests")
+                problem = expect_problem(response.status, headers, body, 429, "too-many-requests")
                 expect(headers.get("retry-after") == "1", "no Retry-After on the 429")
+                expect(headers.get("content-language") == "ru", "the 429 is not in Russian")
+                expect(problem["title"] == "Слишком много запросов", f"title {problem['title']!r}")
                 return
         raise CheckFailed("200 requests at once were never limited")
     finally:
