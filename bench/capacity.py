@@ -25,6 +25,7 @@ from bench.memory import MB, SIZE, _snapshot, server_memory
 from bench.server import Load, PythonClient, Server, Wrk, find_wrk, request
 from service.api.config import DEFAULTS
 from service.api.examples import LESSON_BINDINGS, LESSON_EXPRESSION
+from service.evaluator import SKELETONS
 
 POD_WORKERS = 2  # per pod, as deploy/kubernetes/configmap.yaml sets AUTOGRAD_WORKERS
 POD_CPU = 1.0  # cores a pod requests: the workers share one core, the spare takes a slow request
@@ -82,10 +83,12 @@ def lesson_throughput(loader: Wrk | PythonClient, seconds: float) -> tuple[Load,
 
 
 def _bytes_per_cached_node() -> float:
+    """The most a node the cache counts can hold: a compiled program's bytes per graph node, with
+    as many rendered documents as it keeps selections, each as large as the whole document's."""
     code = "import json, bench.memory as m; print(json.dumps(m._held()))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     held = json.loads(out.stdout.strip().splitlines()[-1])
-    return held["compiled"] / held["nodes"]
+    return (held["compiled"] + SKELETONS * held["skeleton"]) / held["graph_nodes"]
 
 
 def replicas(learners: int, per_pod: float) -> int:
@@ -123,8 +126,8 @@ def run(report: Report, quick: bool = False, client: str = "auto") -> None:
             ["master, proportional share (PSS) after the load", steady["master_pss"] / MB],
             ["worker, unique (USS) after the load", steady["worker_uss"] / MB],
             ["worker, proportional share (PSS) after the load", steady["worker_pss"] / MB],
-            [f"cache at its bound: {DEFAULTS['CACHE_NODES']:,} nodes x {per_node:,.0f} bytes",
-             cache_bound],
+            [f"cache at its bound: {DEFAULTS['CACHE_NODES']:,} nodes x {per_node:,.0f} bytes "
+             f"(compiled, and {SKELETONS} whole documents rendered)", cache_bound],
             [f"transient peak of a {SIZE:,}-node request (peak RSS - idle RSS)",
              peak_rss - idle_rss],
             ["worst worker: USS + full cache + one largest request", worst_worker],

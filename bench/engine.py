@@ -197,7 +197,7 @@ def _run(report: Report, torch: Any, quick: bool) -> None:
             f"engine time(100,000) / time(10,000), random {kind}",
             scaling.get(kind),
             "<=",
-            12.0,
+            15.0,
             "" if kind in scaling else "100,000 nodes not run",
         )
 

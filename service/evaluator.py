@@ -162,7 +162,7 @@ class Compiled:
         skeletons = self._skeletons
         skeleton = skeletons.get(key)
         if skeleton is None:
-            if len(skeletons) >= _SKELETONS:  # a bounded few selections per program
+            if len(skeletons) >= SKELETONS:  # a bounded few selections per program
                 skeletons.clear()
             skeleton = skeletons[key] = _Skeleton(expression, self, *key)
         return skeleton
@@ -384,9 +384,10 @@ class Evaluator:
         self, limits: Limits = DEFAULT_LIMITS, cache_size: int = 256, cache_nodes: int = 60_000
     ) -> None:
         self.limits = limits
-        # A compiled program holds about two kilobytes per graph node (its tape and rendered
-        # document included), so the cache is bounded by entries and by their nodes together: a
-        # few pasted 20,000-node programs must not pin hundreds of megabytes in every worker.
+        # A compiled program holds about 1.8 KB per graph node, and up to 0.66 KB more for each
+        # selection of fields it keeps rendered (`SKELETONS`), so the cache is bounded by entries
+        # and by their nodes together: a few pasted 20,000-node programs must not pin hundreds of
+        # megabytes in every worker (docs/DEPLOY.md sizes a pod from the bound).
         self.cache_size = cache_size
         self.cache_nodes = cache_nodes
         self._cache: OrderedDict[tuple[str, str, str | None], Compiled] = OrderedDict()
@@ -917,7 +918,7 @@ _NUMBERS_OF: dict[str, Callable[[_Evaluation, list[float]], None]] = {
 }
 # Selections of fields a compiled program keeps rendered: the whole document's fragments take
 # about half a kilobyte per graph node, a slider's `value,gradients` a few bytes.
-_SKELETONS = 4
+SKELETONS = 4
 
 
 @contextlib.contextmanager
