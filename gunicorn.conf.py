@@ -15,6 +15,7 @@ import os
 import shutil
 import socket
 import tempfile
+import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -22,7 +23,9 @@ from gunicorn import util
 from gunicorn.glogging import Logger
 
 from service.api import costs
+from service.api.config import DEFAULTS, cors_origins
 from service.api.logs import JsonFormatter
+from service.api.request import REQUEST_ID_HEADER
 from service.i18n import _
 from service.kinds import HTTP_KINDS, problem_body
 
@@ -160,6 +163,15 @@ def _write_problem(sock: Any, status_int: int, reason: str, mesg: str) -> None:
     status_int = body["status"]
     payload = json.dumps(body).encode()
     reason = "Service Unavailable" if status_int == 503 else reason
+    # As the app's answers: an id to quote (the request's own is not known here), and readable by
+    # a browser page of any origin when any may call (with a list, the origin is not known here).
+    headers += f"{REQUEST_ID_HEADER}: {uuid.uuid4().hex}\r\n"
+    origins = os.environ.get("AUTOGRAD_CORS_ORIGINS", DEFAULTS["CORS_ORIGINS"])
+    if cors_origins({"CORS_ORIGINS": origins}) == "*":
+        headers += (
+            "Access-Control-Allow-Origin: *\r\n"
+            f"Access-Control-Expose-Headers: Retry-After, {REQUEST_ID_HEADER}\r\n"
+        )
     head = (
         f"HTTP/1.1 {status_int} {reason}\r\nConnection: close\r\n"
         f"Content-Type: application/problem+json\r\n{headers}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import runpy
 import socket
 import subprocess
@@ -242,6 +243,9 @@ def test_a_worker_killed_at_its_timeout_answers_a_problem_not_html(
     assert head.startswith("HTTP/1.1 503"), head
     assert "Content-Type: application/problem+json" in head
     assert "Retry-After: " in head
+    # A browser page may read it, and the id to quote is there, as on the app's own answers.
+    assert "Access-Control-Allow-Origin: *" in head
+    assert re.search(r"^X-Request-ID: [0-9a-f]{32}\r$", head, re.M), head
     assert json.loads(body)["type"].endswith("/problems/request-too-expensive")
     assert requests.get(f"{server.url}/healthz", timeout=10).status_code == 200
 
@@ -251,7 +255,32 @@ def test_gunicorns_own_bad_request_is_a_problem(serve: Callable[..., Gunicorn]) 
     head, body = _raw(server, b"GET / HTTP/9.9\r\nHost: x\r\n\r\n", timeout=5)
     assert head.startswith("HTTP/1.1 400")
     assert "Content-Type: application/problem+json" in head
+    assert "X-Request-ID: " in head
     assert json.loads(body)["type"].endswith("/problems/bad-request")
+
+
+@pytest.mark.parametrize(
+    "chunks",
+    [b"zz\r\n{}\r\n0\r\n\r\n", b"2\r\n{}XX0\r\n\r\n"],
+    ids=["size-not-hex", "no-line-end-after-the-data"],
+)
+@pytest.mark.parametrize("request_line", [b"POST /v1/gradients", b"GET /healthz"])
+def test_a_malformed_chunked_body_is_a_bad_request(
+    server: Gunicorn, request_line: bytes, chunks: bytes
+) -> None:
+    head, body = _raw(
+        server,
+        request_line + b" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n" + chunks,
+        timeout=5,
+    )
+    assert head.startswith("HTTP/1.1 400"), head
+    problem = json.loads(body)
+    assert problem["type"].endswith("/problems/bad-request")
+    assert (
+        problem["detail"]
+        == "the request body could not be read: it is not encoded as its headers say"
+    )
 
 
 def test_every_log_line_is_json() -> None:

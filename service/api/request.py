@@ -14,7 +14,7 @@ import marshmallow as ma
 from flask import Request
 from flask.json.provider import DefaultJSONProvider
 from webargs.flaskparser import FlaskParser
-from werkzeug.exceptions import RequestEntityTooLarge
+from werkzeug.exceptions import ClientDisconnected, HTTPException, RequestEntityTooLarge
 
 from service.i18n import Message, _
 from service.kinds import Problem
@@ -155,7 +155,16 @@ class ApiRequest(Request):
     def get_data(  # type: ignore[override]
         self, cache: bool = True, as_text: bool = False, parse_form_data: bool = False
     ) -> bytes | str:
-        data = super().get_data(cache, False, parse_form_data)
+        try:
+            data = super().get_data(cache, False, parse_form_data)
+        except ClientDisconnected:
+            message = _("the request body ended early: the connection closed before all of it came")
+            raise Problem("bad-request", message) from None
+        except HTTPException:  # over the limit: Werkzeug's own refusal, a 413
+            raise
+        except Exception:  # whatever the server raises for a body it cannot decode
+            message = _("the request body could not be read: it is not encoded as its headers say")
+            raise Problem("bad-request", message) from None
         # The one byte read past the limit of a chunked body (see `max_content_length`).
         if self.content_length is None:
             limit = self.max_content_length
