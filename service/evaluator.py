@@ -11,6 +11,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import gc
+import json
 import math
 import re
 import threading
@@ -967,7 +968,10 @@ def _is_finite_number(value: object) -> bool:
 def _describe(value: object) -> str:
     if isinstance(value, int) and not isinstance(value, bool) and not _is_finite_number(value):
         return _("an integer beyond the range of a 64-bit float")
-    shown = repr(value)
+    try:  # as the client wrote it: `true`, `null`, `"2"`, not Python's `True`, `None`, `'2'`
+        shown = json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError):  # NaN, Infinity, or an object JSON cannot hold
+        shown = repr(value)
     if isinstance(shown, Message):  # a sentence of its own (a number JSON spells too large)
         return shown
     return shown if len(shown) <= 40 else f"{shown[:37]}..."

@@ -166,12 +166,12 @@ def test_a_variable_over_constant_zero_is_a_domain_problem(client: FlaskClient) 
         ('{"expression": "a", "bindings": {"a": -Infinity}}', "a", "-Infinity"),
         ('{"expression": "a", "bindings": {"a": 1e400}}', "a", "1e400, which overflows"),
         ('{"expression": "a", "bindings": {"a": ' + "9" * 400 + "}}", "a", "9" * 16 + "…, which"),
-        ('{"expression": "a", "bindings": {"a": true}}', "a", "True"),
-        ('{"expression": "a", "bindings": {"a": null}}', "a", "None"),
-        ('{"expression": "a", "bindings": {"a": "1"}}', "a", "'1'"),
+        ('{"expression": "a", "bindings": {"a": true}}', "a", "true"),
+        ('{"expression": "a", "bindings": {"a": null}}', "a", "null"),
+        ('{"expression": "a", "bindings": {"a": "1"}}', "a", '"1"'),
         ('{"expression": "a", "bindings": {"a": []}}', "a", "[]"),
         ('{"expression": "a", "bindings": {"a": {}}}', "a", "{}"),
-        ('{"expression": "a * b", "bindings": {"a": 1, "b": false}}', "b", "False"),
+        ('{"expression": "a * b", "bindings": {"a": 1, "b": false}}', "b", "false"),
     ],
 )
 def test_invalid_binding(client: FlaskClient, body: str, name: str, shown: str) -> None:
