@@ -261,7 +261,8 @@ def _tokens(text: str, limits: Limits) -> tuple[list[Token], ExpressionError | N
     append = tokens.append
     longest = limits.max_identifier_length
     error: ExpressionError | None = None
-    for match in _TOKEN.finditer(text):
+    # A byte order mark first, as an editor may save a file: Python reads past it, so do we.
+    for match in _TOKEN.finditer(text, 1 if text.startswith("\ufeff") else 0):
         kind = match.lastgroup
         assert kind is not None  # every alternative is a named group
         span = match.span(kind)
@@ -1374,10 +1375,14 @@ class _Expression:
     def comma(self, token: Token) -> bool:
         """A comma between a call's arguments; returns whether an operand follows (not after a
         trailing comma, `exp(x,)`, which Python allows)."""
-        following = self.stream.peek()
+        try:
+            following: Token | None = self.stream.peek()
+        except ExpressionError:  # a lexical error next: raised when it is read, unless Value's
+            following = None
         before = self.operands[-1]
         if (
-            before.kind == "constant"
+            following is not None
+            and before.kind == "constant"
             and self.spans[-1][1] == token.start
             and self.text[self.spans[-1][0] : token.start].isdigit()
             and following.kind == "number"
@@ -1397,10 +1402,36 @@ class _Expression:
             raise ExpressionError("unsupported_syntax", message, token.span)
         if not self.pending or self.pending[-1].kind != "call":
             raise _no_call(token)
-        if self.stream.peek_past_newlines().kind == ")":
-            return False
+        declaring = self.pending[-1].op == _DECLARE
+        try:
+            if self.stream.peek_past_newlines().kind == ")":
+                return False
+        except ExpressionError:  # a string next, `Value(2.0, 'a')`: said below for Value
+            if not declaring:
+                raise
+        if declaring:
+            raise self.value_parameters(token)
         self.pending[-1].arguments += 1
         return True
+
+    def value_parameters(self, comma: Token) -> ExpressionError:
+        """`Value(2.0, (), '+')`, `Value(2.0, label='a')`: micrograd's other parameters, from
+        `comma` to the call's `)`, with what to write instead."""
+        depth, end, ahead = 0, comma.end, 0
+        try:
+            while (following := self.stream.peek(ahead)).kind not in (*_STATEMENT_ENDS, ")") or (
+                following.kind == ")" and depth
+            ):
+                depth += (following.kind == "(") - (following.kind == ")")
+                end, ahead = following.end, ahead + 1
+        except ExpressionError as error:  # a string, `Value(2.0, 'a')`: up to the `)` after it
+            closing = self.text.find(")", error.span[0])
+            end = closing if closing >= 0 else error.span[1]
+        message = _(
+            "Value() takes only the number: the name it is assigned to is its label, as in "
+            "a = Value(2.0)"
+        )
+        return ExpressionError("unsupported_syntax", message, (comma.start, end))
 
     def method(self, dot: Token) -> None:
         """`x.relu()`: the function form applied to the operand just read."""
@@ -1417,6 +1448,12 @@ class _Expression:
             message = _(
                 ".{attribute} is not needed: the response already carries every value and gradient",
                 attribute=name.text,
+            )
+            raise ExpressionError("unsupported_syntax", message, span)
+        if name.text == "label":  # `e.label = 'e'`, line after line in micrograd's notebooks
+            message = _(
+                ".label is not needed: the name a value is assigned to is its label (e = a * b "
+                "labels it e); remove this line"
             )
             raise ExpressionError("unsupported_syntax", message, span)
         if name.text not in _METHODS:

@@ -429,3 +429,15 @@ def test_errors_carry_line_and_column() -> None:
     error = raised.value
     assert (error.span, error.line, error.column) == ((16, 17), 3, 3)
     assert error.as_dict()["line"] == 3
+
+
+def test_a_byte_order_mark_first_is_read_past() -> None:
+    # An editor may save a file with one, and Python reads past it; positions still count it.
+    parsed = parse("\ufeffx = Value(1.0)\ny = x * 2")
+    assert (parsed.output, parsed.defaults) == ("y", {"x": 1.0})
+    with pytest.raises(ExpressionError) as raised:
+        parse("\ufeffa +")
+    assert (raised.value.kind, raised.value.span) == ("unexpected_end", (4, 4))
+    with pytest.raises(ExpressionError) as raised:
+        parse("a\ufeff + b")  # anywhere else it hides in a name: refused
+    assert (raised.value.kind, raised.value.span) == ("invalid_character", (1, 2))
