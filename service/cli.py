@@ -21,12 +21,22 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from service.derivatives import Differentiator
+from flask import Config
+
+from service.api.config import (
+    DEFAULTS,
+    ENVIRONMENT_PREFIX,
+    ConfigurationError,
+    check_variables,
+    limits_from,
+    symbolic_limits,
+)
+from service.derivatives import Differentiator, SymbolicLimits
 from service.errors import AutogradError, line_feeds
 from service.evaluator import DEFAULT_GRANULARITY, GRANULARITIES, Evaluator
 from service.i18n import _
 from service.kinds import core_problem
-from service.limits import DEFAULT_LIMITS
+from service.limits import Limits
 from service.pictures import GRAPH_FORMATS, PLOT_FORMATS, draw, plot
 from service.sweep import Axis, at_bindings, caption, sweep, to_json
 
@@ -182,12 +192,22 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     return parser, commands.choices
 
 
-def _run(args: argparse.Namespace) -> dict[str, Any]:
+def _settings() -> tuple[Limits, SymbolicLimits]:
+    """The limits the server applies: its defaults, then the `AUTOGRAD_*` variables, so what the
+    service would refuse is refused here too."""
+    config = Config(os.getcwd(), DEFAULTS)
+    check_variables(os.environ)
+    config.from_prefixed_env(ENVIRONMENT_PREFIX)
+    return limits_from(config), symbolic_limits(config)
+
+
+def _run(args: argparse.Namespace, limits: Limits, symbolic: SymbolicLimits) -> dict[str, Any]:
+    evaluator = Evaluator(limits)
     if args.command == "derivatives":
-        return Differentiator().differentiate(
+        return Differentiator(evaluator, symbolic).differentiate(
             args.expression, args.bindings, args.variables, args.h, args.output
         )
-    return Evaluator().evaluate(args.expression, args.bindings, args.granularity, args.output)
+    return evaluator.evaluate(args.expression, args.bindings, args.granularity, args.output)
 
 
 def _parse_arguments(argv: Sequence[str]) -> argparse.Namespace:
@@ -328,12 +348,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parse_arguments(sys.argv[1:] if argv is None else list(argv))
     indent = args.indent or None
     try:
+        limits, symbolic = _settings()
+    except ConfigurationError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    try:
         if args.command == "sweep":
-            return run_sweep(args)
-        document = _run(args)
+            return run_sweep(args, limits)
+        document = _run(args, limits, symbolic)
         _tell_warnings(document, args.expression)
         if args.command == "eval" and args.format != "json":
-            return write(draw(document, args.format, DEFAULT_LIMITS), None)
+            return write(draw(document, args.format, limits), None)
     except AutogradError as error:
         # The problem as JSON for scripts, and for people the text with the fault underlined.
         problem = core_problem(error)
@@ -421,8 +446,8 @@ def add_sweep_command(commands: Any) -> None:
     _add_indent_argument(sweep, 0)
 
 
-def run_sweep(args: argparse.Namespace) -> int:
-    evaluator = Evaluator()
+def run_sweep(args: argparse.Namespace, limits: Limits) -> int:
+    evaluator = Evaluator(limits)
     bindings = args.bindings
     document = sweep(evaluator, args.expression, bindings, args.vary, args.point, args.output)
     _tell_warnings(document, args.expression)

@@ -463,3 +463,24 @@ def test_a_file_that_is_not_utf8_shows_the_commands_usage(
     err = usage_error(["derivatives", "-f", str(program)], capsys)
     assert err.startswith("usage: autograd-service derivatives ")
     assert f"error: {program} is not UTF-8 text: byte 0xff at byte 6\n" in err
+
+
+@pytest.mark.parametrize("command", ["eval", "derivatives", "sweep"])
+def test_the_services_settings_hold_in_the_cli(
+    command: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # What the service would refuse under AUTOGRAD_* is refused here too.
+    monkeypatch.setenv("AUTOGRAD_MAX_STATEMENTS", "2")
+    argv = [command, "a = x; b = a; c = b"]
+    argv += ["--vary", "x:0:1:3"] if command == "sweep" else ["x=1"]
+    status, problem, _ = run(argv, capsys)
+    assert status == 2
+    assert (problem["limit"], problem["maximum"]) == ("max_statements", 2)
+
+
+def test_a_misspelt_setting_stops_the_cli(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("AUTOGRAD_MAX_STATMENTS", "2")
+    assert main(["eval", "a", "a=1"]) == 2
+    assert "did you mean AUTOGRAD_MAX_STATEMENTS?" in capsys.readouterr().err
