@@ -453,6 +453,7 @@ REFUSED = [
     ("a = Value(1.0)\nc = Value(3.0, (a, a), '*')", "unsupported_syntax", (28, 41),
      "Value() takes only the number"),
     ("e = a * b; e.label = 'e'", "unsupported_syntax", (12, 18), "the name a value is assigned"),
+    ("y = a\n@decorator\ndef f(): pass", "unsupported_syntax", (6, 16), "decorators"),
     ("x = Value(1.0) * 2", "unsupported_syntax", (4, 14), "on a line of its own"),
     ("y = a * Value(2.0)", "unsupported_syntax", (8, 14), "on a line of its own"),
     ("x = Value(1.0)\nx = Value(2.0)", "unsupported_syntax", (19, 29), "already declared"),
