@@ -236,7 +236,7 @@ _UNSUPPORTED: dict[str, Message] = {
     "}": _("braces are not part of the expression language"),
     "<": _("comparisons are not part of the expression language"),
     ">": _("comparisons are not part of the expression language"),
-    "!": _("comparisons are not part of the expression language"),
+    "!": _("'!' is not part of the expression language: no factorials, and no comparisons (!=)"),
     "%": _("the remainder operator {operator} is not supported", operator="%"),
     "@": _("matrix multiplication @ is not supported: every value is a scalar"),
     "&": _("bitwise operators are not supported"),
