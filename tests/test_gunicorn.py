@@ -259,28 +259,21 @@ def test_gunicorns_own_bad_request_is_a_problem(serve: Callable[..., Gunicorn]) 
     assert json.loads(body)["type"].endswith("/problems/bad-request")
 
 
-@pytest.mark.parametrize(
-    "chunks",
-    [b"zz\r\n{}\r\n0\r\n\r\n", b"2\r\n{}XX0\r\n\r\n"],
-    ids=["size-not-hex", "no-line-end-after-the-data"],
-)
-@pytest.mark.parametrize("request_line", [b"POST /v1/gradients", b"GET /healthz"])
-def test_a_malformed_chunked_body_is_a_bad_request(
-    server: Gunicorn, request_line: bytes, chunks: bytes
-) -> None:
-    head, body = _raw(
-        server,
-        request_line + b" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-        b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n" + chunks,
-        timeout=5,
-    )
-    assert head.startswith("HTTP/1.1 400"), head
-    problem = json.loads(body)
-    assert problem["type"].endswith("/problems/bad-request")
-    assert (
-        problem["detail"]
-        == "the request body could not be read: it is not encoded as its headers say"
-    )
+def test_a_malformed_chunked_body_is_a_bad_request(serve: Callable[..., Gunicorn]) -> None:
+    server = serve(1)
+    # A chunk size that is not hexadecimal; a chunk without the line end after its data.
+    for chunks in (b"zz\r\n{}\r\n0\r\n\r\n", b"2\r\n{}XX0\r\n\r\n"):
+        for request_line in (b"POST /v1/gradients", b"GET /healthz"):
+            head, body = _raw(
+                server,
+                request_line + b" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n" + chunks,
+                timeout=5,
+            )
+            assert head.startswith("HTTP/1.1 400"), head
+            problem = json.loads(body)
+            assert problem["type"].endswith("/problems/bad-request")
+            assert problem["detail"].startswith("the request body could not be read")
 
 
 def test_every_log_line_is_json() -> None:
