@@ -105,7 +105,8 @@ class Differentiator:
         compiled = self.evaluator.compile(expression, DEFAULT_GRANULARITY, output)
         parsed = compiled.parsed
         # Binding errors before any expensive work; the point is every input's value.
-        point = {name: value.data for name, value in self.evaluator.bind(parsed, bindings).items()}
+        env = self.evaluator.bind(parsed, bindings)
+        point = {name: value.data for name, value in env.items()}
         chosen = _chosen(parsed, variables)
         self.check_size(parsed, expression)
         document = self.evaluator.evaluate(
@@ -114,10 +115,11 @@ class Differentiator:
         symbolic = self.symbolic(parsed, chosen, point, compiled, document)
         scale = _rounding_scale(document)
         derivatives, agree = [], True
+        centre = _value_at(compiled, env)
         for name in chosen:
             reverse = document["gradients"][name]
             exact = symbolic["derivatives"][name]
-            numeric = _numeric(self.evaluator, compiled, point, name, h)
+            numeric = _numeric(compiled, env, centre, name, h)
             derivatives.append(
                 {
                     "variable": name,
@@ -257,14 +259,15 @@ def _chosen(parsed: ParsedExpression, variables: Sequence[str] | None) -> list[s
 
 
 def _numeric(
-    evaluator: Evaluator,
     compiled: Compiled,
-    bindings: Mapping[str, float],
+    env: Mapping[str, Value],
+    centre: float | None,
     name: str,
     h: float | None,
 ) -> dict[str, Any]:
-    """Central and forward difference quotients of the engine's own function along `name`."""
-    x = bindings[name]
+    """Central and forward difference quotients of the engine's own function along `name`, from
+    the inputs `env` where its value is `centre`."""
+    x = env[name].data
     if h is None:
         step = CENTRAL_STEP * max(1.0, abs(x))
         # x + h rounds; taking h as (x + h) - x makes the step the one the function really sees
@@ -274,24 +277,24 @@ def _numeric(
             h = x - (x - step)
     if x + h == x or x - h == x:  # a step below x's precision: no quotient can be formed
         return {"h": h, "central": None, "forward": None}
-    points = {}
-    for offset in (h, -h, 0.0):
-        shifted = {**bindings, name: x + offset}
-        points[offset] = _value_at(evaluator, compiled, shifted)
-    above, below, centre = points[h], points[-h], points[0.0]
+    if name not in compiled.parsed.variable_set:  # an input the output does not read: flat
+        return {"h": h, "central": 0.0, "forward": 0.0}
+
+    def moved(to: float) -> float | None:  # only this input moves: one run of the graph
+        return _value_at(compiled, {**env, name: Value(to)}) if math.isfinite(to) else None
+
+    above, below = moved(x + h), moved(x - h)
     central = (above - below) / (2 * h) if above is not None and below is not None else None
     forward = (above - centre) / h if above is not None and centre is not None else None
     return {"h": h, "central": _finite(central), "forward": _finite(forward)}
 
 
-def _value_at(
-    evaluator: Evaluator, compiled: Compiled, bindings: Mapping[str, float]
-) -> float | None:
-    """The expression's value at `bindings`, or None where it is not defined (log of a
+def _value_at(compiled: Compiled, env: Mapping[str, Value]) -> float | None:
+    """The expression's value for the inputs `env`, or None where it is not defined (log of a
     negative step, an overflow): a difference quotient that needs it cannot be formed."""
     try:
-        root, _results = compiled.build(evaluator.bind(compiled.parsed, bindings))
-    except (DomainError, BindingError):  # BindingError: x + h overflowed to infinity
+        root, _results = compiled.build(env)
+    except DomainError:
         return None
     return root.data if isinstance(root, Value) else float(root)
 

@@ -342,9 +342,9 @@ def _bad_character(text: str, pos: int) -> ExpressionError:
             return ExpressionError("unsupported_syntax", message, span)
     if char == "@" and not text[text.rfind("\n", 0, pos) + 1 : pos].strip(" \t"):
         # first on its line: a decorator, as over a function pasted whole
-        line_end = _LOGICAL_LINE_END.search(text, pos)
+        decorator_end = _LOGICAL_LINE_END.search(text, pos)
         message = _("decorators are not supported: paste the function's body without them")
-        span = (pos, line_end.start() if line_end else len(text))
+        span = (pos, decorator_end.start() if decorator_end else len(text))
         return ExpressionError("unsupported_syntax", message, span)
     if char in _UNSUPPORTED:
         return ExpressionError("unsupported_syntax", _UNSUPPORTED[char], span)
