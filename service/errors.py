@@ -92,10 +92,13 @@ class BindingError(Located, AutogradError):
         variables: list[str],
         location: str | None = "/bindings",
         span: Span | None = None,
+        limit: tuple[str, int] | None = None,
     ) -> None:
         super().__init__(kind, message)
         self.variables = variables
         self.span = span
+        # Too many bindings: the limit passed, named as /v1/operations names it, and its value.
+        self.limit = limit
         # Over HTTP, the object of the request body whose keys the names are, as a JSON pointer;
         # None where they are not keys (a sweep's varied inputs).
         self.location = location

@@ -534,6 +534,7 @@ def too_many_bindings(count: int, maximum: int) -> BindingError:
         "too_many_bindings",
         _("{count} bindings; the limit is {maximum}", count=count, maximum=maximum),
         [],
+        limit=("max_bindings", maximum),
     )
 
 

@@ -154,6 +154,8 @@ def core_problem(error: AutogradError) -> dict[str, Any]:
         extensions.update(limit=error.limit, maximum=error.maximum)
     if isinstance(error, BindingError):
         extensions["variables"] = list(error.variables)
+        if error.limit is not None:
+            extensions.update(limit=error.limit[0], maximum=error.limit[1])
     if isinstance(error, DomainError):
         extensions["node"] = error.node
     return problem_body(slug(error.kind), error.message, **extensions)

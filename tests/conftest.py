@@ -123,7 +123,12 @@ CORE: list[tuple[str, str, dict[str, Any], dict[str, Any]]] = [
         {"variables": ["c"], "position": at(10, 11)},
     ),
     ("unknown-variables", "a", {"a": 1, "b": 2, "z": 3}, {"variables": ["b", "z"]}),
-    ("too-many-bindings", "a+b+c+d", dict.fromkeys("abcd", 1), {"variables": []}),
+    (
+        "too-many-bindings",
+        "a+b+c+d",
+        dict.fromkeys("abcd", 1),
+        {"variables": [], "limit": "max_bindings", "maximum": 3},
+    ),
     ("log-domain", "log(a)", {"a": -1}, {"node": 1, "position": at(0, 6)}),
     ("division-by-zero", "a / b", {"a": 1, "b": 0}, {"node": 2, "position": at(0, 5)}),
     ("complex-result", "a ** 0.5", {"a": -1}, {"node": 1, "position": at(0, 8)}),

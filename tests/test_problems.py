@@ -387,7 +387,12 @@ def test_json_with_a_charset_is_json(client: FlaskClient) -> None:
 
 def test_body_too_large(client: FlaskClient) -> None:
     body = json.dumps({"expression": "a" + " " * 2000, "bindings": {"a": 1}})
-    got = problem(client.post("/v1/gradients", data=body, headers=JSON), "body-too-large")
+    got = problem(
+        client.post("/v1/gradients", data=body, headers=JSON),
+        "body-too-large",
+        limit="max_body_bytes",
+        maximum=1024,
+    )
     assert "1024 bytes" in got["detail"]
 
 

@@ -40,7 +40,10 @@ _SAMPLES: dict[str, tuple[str, dict[str, Any]]] = {
         "the body must be JSON sent with Content-Type: application/json; this one is text/plain",
         {},
     ),
-    "body-too-large": ("the request body is larger than the 1048576 bytes accepted", {}),
+    "body-too-large": (
+        "the request body is larger than the 1048576 bytes accepted",
+        {"limit": "max_body_bytes", "maximum": 1048576},
+    ),
     "not-found": ("nothing is at /v1/gradient; the API is described at /docs", {}),
     "method-not-allowed": ("GET is not allowed on /v1/gradients; use OPTIONS, POST", {}),
     "request-too-expensive": ("the work took longer than its time budget of 5 s", {}),
@@ -120,11 +123,8 @@ def http_problem(error: HTTPException) -> Response:
         return problem_response(problem_body(kind, refusal), {"Allow": allowed})
     if kind == "body-too-large":
         limit = current_app.config["MAX_CONTENT_LENGTH"]
-        return problem_response(
-            problem_body(
-                kind, _("the request body is larger than the {limit} bytes accepted", limit=limit)
-            )
-        )
+        detail = _("the request body is larger than the {limit} bytes accepted", limit=limit)
+        return problem_response(problem_body(kind, detail, limit="max_body_bytes", maximum=limit))
     messages = (getattr(error, "data", None) or {}).get("messages")
     if kind == "validation-error" and messages:
         errors = [e for location in messages.values() for e in _pointers(location, "")]
