@@ -184,14 +184,28 @@ def test_every_variable_the_deployment_files_name_is_known() -> None:
 
 
 def test_the_served_spec_states_the_configured_bounds_of_every_request_field() -> None:
-    client = make_app(MAX_EXPRESSION_LENGTH=500, MAX_IDENTIFIER_LENGTH=8).test_client()
+    client = make_app(
+        MAX_EXPRESSION_LENGTH=500, MAX_IDENTIFIER_LENGTH=8, MAX_BINDINGS=3, MAX_SWEEP_POINTS=10
+    ).test_client()
     spec = client.get("/openapi.json").get_json()
-    body = spec["components"]["schemas"]["GradientsRequest"]["properties"]
+    schemas = spec["components"]["schemas"]
+    body = schemas["GradientsRequest"]["properties"]
     assert body["expression"]["maxLength"] == 500
     assert body["output"]["maxLength"] == 8
     assert body["bindings"]["propertyNames"]["maxLength"] == 8
     query = {p["name"]: p["schema"] for p in spec["paths"]["/v1/sweep"]["get"]["parameters"]}
-    assert query["output"]["maxLength"] == 8
+    assert (query["output"]["maxLength"], query["expression"]["maxLength"]) == (8, 500)
+    # a sweep's explicit points are bindings each, and as many as a sweep may have
+    points = schemas["SweepRequest"]["properties"]["points"]
+    assert points["maxItems"] == 10
+    assert points["items"]["maxProperties"] == 3
+    assert points["items"]["propertyNames"]["maxLength"] == 8
+    assert points["items"]["additionalProperties"] == {"type": "number"}
+    assert schemas["Axis"]["properties"]["points"]["maximum"] == 10
+    # and the bounds of one request are not written into another's
+    assert schemas["GraphRequest"]["properties"]["expression"]["maxLength"] == 500
+    default = make_app().test_client().get("/openapi.json").get_json()["components"]["schemas"]
+    assert default["SweepRequest"]["properties"]["points"]["items"]["maxProperties"] == 10_000
     # a response's fields of the same names state no bound
     response = spec["components"]["schemas"]["Evaluation"]["properties"]
     assert "maxLength" not in response["expression"]

@@ -67,23 +67,34 @@ def served_spec(app: Flask) -> dict[str, Any]:
     """
     spec: dict[str, Any] = copy.deepcopy(app.extensions[SPEC_EXTENSION].to_dict())
     bounds = request_bounds(app.extensions[EXTENSION].limits)
-    # Request fields in bodies, and in queries (GET /v1/sweep's `output`).
+    # Request fields in bodies, and in queries (GET /v1/sweep's `expression` and `output`).
     properties = [
-        (name, prop)
-        for schema in spec.get("components", {}).get("schemas", {}).values()
+        (f"{schema_name}.{name}", name, prop)
+        for schema_name, schema in spec.get("components", {}).get("schemas", {}).items()
         for name, prop in schema.get("properties", {}).items()
     ] + [
-        (parameter["name"], parameter["schema"])
+        (parameter["name"], parameter["name"], parameter["schema"])
         for operations in spec.get("paths", {}).values()
         for operation in operations.values()
         for parameter in operation.get("parameters", [])
         if "schema" in parameter
     ]
-    for name, prop in properties:
+    for qualified, name, prop in properties:
+        stated = bounds.get(qualified, bounds.get(name))
         # Only the request fields state bounds; a response's `expression` has none.
-        if name in bounds and bounds[name].keys() <= prop.keys():
-            prop.update(copy.deepcopy(bounds[name]))
+        if stated is not None and stated.keys() <= prop.keys():
+            _state(prop, stated)
     return spec
+
+
+def _state(prop: dict[str, Any], bounds: dict[str, Any]) -> None:
+    """`bounds` written into the schema `prop`, into its nested schemas (a list's `items`) too."""
+    for key, value in bounds.items():
+        if isinstance(value, dict) and isinstance(prop.get(key), dict):
+            prop[key] = copy.copy(prop[key])  # the schemas may share it: this one's own
+            _state(prop[key], value)
+        else:
+            prop[key] = copy.deepcopy(value)
 
 
 def spec_yaml(app: Flask) -> str:

@@ -39,22 +39,27 @@ IDENTIFIER_PATTERN = "^[A-Za-z_][A-Za-z0-9_]*$"
 
 
 def request_bounds(limits: Limits) -> dict[str, dict[str, Any]]:
-    """What the spec states about each request field under `limits`, by field name.
+    """What the spec states about each request field under `limits`: by field name, or where
+    one name means two things by `Schema.field`.
 
     The spec states the bounds; the core enforces them, with a problem naming the limit and
     where the expression exceeds it, so the schema does not refuse first with a vaguer one.
     """
+    bindings = {
+        "maxProperties": limits.max_bindings,
+        "propertyNames": {
+            "pattern": IDENTIFIER_PATTERN,
+            "maxLength": limits.max_identifier_length,
+        },
+    }
     return {
         "expression": {"minLength": 1, "maxLength": limits.max_expression_length},
         # a longer name is no name of the program: refused as an unknown output
         "output": {"maxLength": limits.max_identifier_length},
-        "bindings": {
-            "maxProperties": limits.max_bindings,
-            "propertyNames": {
-                "pattern": IDENTIFIER_PATTERN,
-                "maxLength": limits.max_identifier_length,
-            },
-        },
+        "bindings": bindings,
+        # a sweep's explicit points, each a set of bindings; and the points along one axis
+        "SweepRequest.points": {"maxItems": limits.max_sweep_points, "items": bindings},
+        "Axis.points": {"maximum": limits.max_sweep_points},
     }
 
 
@@ -89,7 +94,7 @@ def _granularity() -> fields.String:
     )
 
 
-def _expression() -> fields.String:
+def expression_field() -> fields.String:
     return fields.String(
         required=True,
         metadata={
@@ -180,7 +185,7 @@ def _fields() -> fields.String:
 
 
 class GradientsRequestSchema(Schema):
-    expression = _expression()
+    expression = expression_field()
     bindings = Bindings(
         load_default=dict,
         metadata={
@@ -198,7 +203,7 @@ class GradientsRequestSchema(Schema):
 
 
 class GraphRequestSchema(Schema):
-    expression = _expression()
+    expression = expression_field()
     granularity = _granularity()
     output = output_name()
     format = _drawing_format()
@@ -240,12 +245,16 @@ class AxisSchema(Schema):
     points = WholeNumber(
         required=True,
         validate=validate.Range(min=1),
-        metadata={"description": "How many evenly spaced values, both ends included."},
+        metadata={
+            "description": "How many evenly spaced values, both ends included (on each side of "
+            "a grid, at most `max_sweep_grid`).",
+            **_DEFAULT_BOUNDS["Axis.points"],
+        },
     )
 
 
 class SweepRequestSchema(Schema):
-    expression = _expression()
+    expression = expression_field()
     bindings = Bindings(
         load_default=dict,
         metadata={
@@ -264,7 +273,10 @@ class SweepRequestSchema(Schema):
     points = fields.List(
         Bindings(),
         validate=validate.Length(min=1),
-        metadata={"description": "Explicit binding sets instead of `vary`, merged over bindings."},
+        metadata={
+            "description": "Explicit binding sets instead of `vary`, merged over bindings.",
+            "maxItems": _DEFAULT_BOUNDS["SweepRequest.points"]["maxItems"],
+        },
     )
 
     @validates_schema
@@ -629,7 +641,7 @@ class SweepSchema(Schema):
 
 
 class DerivativesRequestSchema(Schema):
-    expression = _expression()
+    expression = expression_field()
     bindings = Bindings(
         load_default=dict,
         metadata={
@@ -842,7 +854,7 @@ class ToleranceSchema(Schema):
 
 
 class CheckRequestSchema(Schema):
-    expression = _expression()
+    expression = expression_field()
     bindings = Bindings(
         load_default=dict,
         metadata={

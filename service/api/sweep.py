@@ -25,7 +25,7 @@ from service.api import evaluator, json_response, language
 from service.api.pictures import PLOT_CONTENT, plot_response
 from service.api.problems import documents_problems
 from service.api.request import RESPONSE_HEADERS, Blueprint
-from service.api.schemas import SweepRequestSchema, SweepSchema, output_name
+from service.api.schemas import SweepRequestSchema, SweepSchema, expression_field, output_name
 from service.errors import BindingError
 from service.evaluator import Evaluator
 from service.i18n import _
@@ -164,7 +164,7 @@ class _BindingText(_Text):
 
 
 class PlotQuerySchema(Schema):
-    expression = fields.String(required=True, metadata={"description": "The expression."})
+    expression = expression_field()
     vary = fields.List(
         _AxisText(),
         required=True,
