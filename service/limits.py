@@ -36,7 +36,8 @@ class Limits:
     max_sweep_points: int = limit(10_000, _("Points of one sweep: a line, or explicit points."))
     max_sweep_grid: int = limit(200, _("Points along each side of a sweep's grid."))
     max_sweep_cells: int = limit(10_000_000, _("Graph nodes times points of one sweep."))
-    max_drawn_nodes: int = limit(2_000, _("Graph nodes Graphviz lays out for one SVG drawing."))
+    # Graphviz lays out about 1,000 nodes in a second; 2,000 took 3 to 5 s, past a request's budget.
+    max_drawn_nodes: int = limit(1_000, _("Graph nodes Graphviz lays out for one SVG drawing."))
     max_drawn_edge_ranks: int = limit(
         10_000,
         _(

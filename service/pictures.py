@@ -69,7 +69,9 @@ STYLE: dict[str, Any] = {
 }
 _TITLE = 70  # characters of the expression shown above a plot
 _ARROWS = 20  # gradient arrows along each side of a grid plot
-_DRAWING_SECONDS = 10.0  # Graphviz is killed past this; `draw`'s limits keep drawings far below
+# Graphviz is stopped past this, below a request's default budget (5 s), so a drawing that takes
+# it long is refused as such; `draw`'s limits keep drawings within about a second.
+_DRAWING_SECONDS = 3.0
 
 
 def warm_up() -> None:
