@@ -31,7 +31,14 @@ from typing import TYPE_CHECKING, Any
 from service.budget import time_budget
 from service.derivatives import DEFAULT_SYMBOLIC_LIMITS
 from service.engine import Value
-from service.errors import AutogradError, BudgetExceeded, DomainError, ExpressionError, Span
+from service.errors import (
+    AutogradError,
+    BudgetExceeded,
+    DomainError,
+    ExpressionError,
+    RequestTooLarge,
+    Span,
+)
 from service.evaluator import Compiled, Evaluator, run
 from service.i18n import Message, _, _n
 from service.limits import Limits
@@ -595,6 +602,7 @@ def check(
     symbolic work (derivatives, their revealed formulas, judging symbolic answers) shares
     `symbolic_seconds`, the budget /v1/derivatives has.
     """
+    _refuse_long_answers(answers, evaluator.limits.max_expression_length)
     document = evaluator.evaluate(expression, bindings, output=output)
     nodes = document["graph"]["nodes"]
     variables = list(document["gradients"])
@@ -689,6 +697,24 @@ def warm_up() -> None:
         relu(a) * sympy.log(b) + a**0.5,
     ):
         sympy.simplify(expression)
+
+
+def _refuse_long_answers(answers: Mapping[str, Any], maximum: int) -> None:
+    """Answers written as text are read as expressions are: in all, no more text than one
+    expression may have, so a body full of them costs no more to read than the longest one."""
+    texts = [answers.get("value")] + [
+        answer for group in ("gradients", "nodes", "derivatives")
+        for answer in (answers.get(group) or {}).values()
+    ]  # fmt: skip
+    written = sum(len(text) for text in texts if isinstance(text, str))
+    if written > maximum:
+        message = _(
+            "the answers written as text are {count} characters in all; at most {maximum} are "
+            "checked in one request",
+            count=written,
+            maximum=maximum,
+        )
+        raise RequestTooLarge(CHECK_KIND, message, "max_expression_length", maximum)
 
 
 def _refuse_unknown(

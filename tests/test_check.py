@@ -10,8 +10,9 @@ import pytest
 from flask.testing import FlaskClient
 
 from service.check import CODES, AnswerError, Tolerance, check
-from service.errors import AutogradError
+from service.errors import AutogradError, RequestTooLarge
 from service.evaluator import Evaluator
+from service.limits import Limits
 
 EVALUATOR = Evaluator()
 LESSON = {"expression": "(a + b) * c", "bindings": {"a": 2, "b": -3, "c": 10}}
@@ -237,6 +238,22 @@ def test_a_formula_of_small_values_is_judged_at_their_scale() -> None:
     doubled = verdict("2e-12*b")
     assert doubled["verdict"] == "incorrect"
     assert doubled["feedback"]["code"] != "outside_tolerance"
+
+
+def test_the_answers_text_in_all_is_bounded_as_one_expression_is() -> None:
+    # Each answer within its own bound, but together more text than one expression may have.
+    evaluator = Evaluator(Limits(max_expression_length=100))
+    answers = {"gradients": {"a": "1 + 1 - 1 " * 6, "b": "2 * 2 / 2 " * 6}}
+    with pytest.raises(RequestTooLarge) as refused:
+        check(evaluator, "a * b", {"a": 3, "b": 2}, answers)
+    assert (refused.value.kind, refused.value.limit, refused.value.maximum) == (
+        "check_too_expensive",
+        "max_expression_length",
+        100,
+    )
+    assert "120 characters in all" in refused.value.message
+    answers["gradients"]["b"] = 2  # numbers are not text
+    assert check(evaluator, "a * b", {"a": 3, "b": 2}, answers)["results"]
 
 
 def test_every_code_is_documented() -> None:
