@@ -151,7 +151,7 @@ def bounded(app: Flask, dispatch: Callable[[], Any]) -> Any:
                 "response-too-large",
                 _(
                     "the response would be {size} bytes, more than the {maximum} this service "
-                    "sends; send a smaller expression",
+                    "sends; ask for less: a smaller expression, or fewer points of a sweep",
                     size=size,
                     maximum=costs.max_response_bytes,
                 ),

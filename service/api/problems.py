@@ -53,7 +53,7 @@ _SAMPLES: dict[str, tuple[str, dict[str, Any]]] = {
     ),
     "response-too-large": (
         "the response would be 20000000 bytes, more than the 16777216 this service sends; "
-        "send a smaller expression",
+        "ask for less: a smaller expression, or fewer points of a sweep",
         {"limit": "max_response_bytes", "maximum": 16777216},
     ),
     "internal-error": (
