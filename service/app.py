@@ -6,7 +6,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from flask import Flask, Response, request
+from flask import Flask, Response, current_app, request
 from flask_cors import CORS
 
 from service.api import (
@@ -106,10 +106,11 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
 
 
 def _preflight_names_the_routes_methods(response: Response) -> Response:
-    # flask-cors offers every method it knows of; a preflight should offer what the route takes.
-    rule = request.url_rule
-    if rule is not None and rule.methods and ALLOW_METHODS in response.headers:
-        response.headers[ALLOW_METHODS] = ", ".join(sorted(rule.methods))
+    # flask-cors offers every method it knows of; a preflight should offer what the path takes,
+    # by every route at it (/v1/sweep has a POST and a GET).
+    if request.url_rule is not None and ALLOW_METHODS in response.headers:
+        adapter = current_app.url_map.bind_to_environ(request.environ)
+        response.headers[ALLOW_METHODS] = ", ".join(sorted(adapter.allowed_methods()))
     return response
 
 

@@ -40,6 +40,8 @@ def test_cors_preflight_is_answered_and_cached(client: FlaskClient) -> None:
         ("/healthz", "GET", {"GET", "HEAD", "OPTIONS"}),
         ("/v1/check", "POST", {"OPTIONS", "POST"}),
         ("/v1/exercises", "POST", {"OPTIONS", "POST"}),
+        # two routes at one path: a sweep's body, or the plot a URL asks for
+        ("/v1/sweep", "GET", {"GET", "HEAD", "OPTIONS", "POST"}),
     ],
 )
 def test_a_preflight_offers_only_the_routes_methods(
