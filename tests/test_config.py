@@ -121,6 +121,9 @@ def test_the_readme_lists_every_setting_with_its_default_and_meaning() -> None:
         ("AUTOGRAD_CACHE_SIZE", "-1"),
         ("AUTOGRAD_LOG_LEVEL", "chatty"),
         ("AUTOGRAD_MAX_DEPTH", "abc"),
+        ("AUTOGRAD_MAX_CONSTANT_MAGNITUDE", "1e400"),  # infinity: no limit at all
+        ("AUTOGRAD_MAX_NODES", "1e400"),
+        ("AUTOGRAD_REQUEST_BUDGET", "NaN"),
     ],
 )
 def test_a_mistyped_setting_stops_the_start_naming_it(

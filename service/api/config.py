@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Literal
@@ -246,7 +247,12 @@ def _positive(config: Mapping[str, Any], key: str, kind: type, minimum: float = 
     # A mistyped value stops the service at start-up, naming it, rather than at the first
     # request; booleans are ints to Python but never a sensible size.
     value = config[key]
-    number = kind(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    number = None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        try:  # 1e400 reads as infinity, and no limit is infinite; 10**400 is no float either
+            number = kind(value) if math.isfinite(value) else None
+        except OverflowError:
+            number = None
     if number is None or number != value or number < minimum:
         variable = SETTINGS[key].variable
         if kind is int:
