@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Literal
@@ -259,9 +260,10 @@ def _positive(config: Mapping[str, Any], key: str, kind: type, minimum: float = 
             expected = _("a positive whole number") if minimum else _("a non-negative whole number")
         else:
             expected = _("a positive number") if minimum else _("a non-negative number")
+        written = os.environ.get(variable)  # as the variable says it: 1e400, not inf
         raise ConfigurationError(
             _("{variable} must be {expected}, not {value}", variable=variable,
-              expected=expected, value=repr(value))
+              expected=expected, value=repr(value) if written is None else written)
         )  # fmt: skip
     return number
 
