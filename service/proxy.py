@@ -17,12 +17,16 @@ from dataclasses import dataclass
 from service.i18n import DEFAULT_LOCALE, LOCALES, Message, _, localized
 from service.kinds import KINDS, PROXY_KINDS, type_uri
 
+# Where nginx finds each answer: an internal location, never reachable from outside. (A named
+# location cannot answer an error in the request line itself: nginx has no URI to hand it.)
+PAGES = "/autograd-problems/"
+
 
 @dataclass(frozen=True)
 class ProxyAnswer:
-    """What nginx answers for the statuses `statuses`, from the named location `location`."""
+    """What nginx answers for the statuses `statuses`, from the internal location `PAGES + page`."""
 
-    location: str
+    page: str
     statuses: tuple[int, ...]
     kind: str
     detail: Message
@@ -39,21 +43,32 @@ class ProxyAnswer:
 
 
 ANSWERS = (
-    # 494: request headers too large, which nginx answers as a 400
+    # 494: request headers too large, which nginx answers as a 400; 505: an HTTP version it does
+    # not speak, answered as a 400 too
     ProxyAnswer(
-        "bad_request",
-        (400, 494),
         "bad-request",
-        _("the request could not be read: its request line or headers are malformed or too large"),
+        (400, 494, 505),
+        "bad-request",
+        _(
+            "the request could not be read: its request line, headers or body encoding are "
+            "malformed, or its headers too large"
+        ),
+    ),
+    # nginx's own: its pages' locations asked for from outside, or a path it keeps (/metrics)
+    ProxyAnswer(
+        "not-found",
+        (404,),
+        "not-found",
+        _("nothing is at this path; the API is described at /docs"),
     ),
     ProxyAnswer(
-        "request_timeout",
+        "request-timeout",
         (408,),
         "request-timeout",
         _("the request did not arrive in time; send it again, all at once"),
     ),
     ProxyAnswer(
-        "body_too_large",
+        "body-too-large",
         (413,),
         "body-too-large",
         _(
@@ -62,7 +77,7 @@ ANSWERS = (
         ),
     ),
     ProxyAnswer(
-        "too_many_requests",
+        "too-many-requests",
         (429,),
         "too-many-requests",
         _(
@@ -72,13 +87,13 @@ ANSWERS = (
         retry_after=1,
     ),
     ProxyAnswer(
-        "internal_error",
+        "internal-error",
         (500,),
         "internal-error",
         _("the proxy failed unexpectedly; the request id identifies the failure in its logs"),
     ),
     ProxyAnswer(
-        "bad_gateway",
+        "bad-gateway",
         (502,),
         "bad-gateway",
         _("the service stopped before it answered; try again"),
@@ -92,7 +107,7 @@ ANSWERS = (
         retry_after=1,
     ),
     ProxyAnswer(
-        "gateway_timeout",
+        "gateway-timeout",
         (504,),
         "gateway-timeout",
         _("the service did not answer in time; try again with a smaller request"),
@@ -105,12 +120,14 @@ def first_spoken(locale: str) -> str:
     """A regular expression (PCRE, as nginx's, and Python's) for an Accept-Language header whose
     first language the service speaks is `locale`: the tags before it name other languages.
 
-    The app reads the header's qualities too (service.i18n.negotiate); clients list languages in
-    order of preference, so the first is the one they prefer."""
+    A language given `q=0` is not acceptable, so it is passed over. The app orders the rest by
+    their qualities too (service.i18n.negotiate); clients list languages in order of preference,
+    so the first is the one they prefer."""
     primary = r"(?![a-z0-9])"  # `ru`, `ru-RU`, `ru_RU`, `ru;q=0.8`; not `rue`
+    refused = r"[^,]*;\s*q\s*=\s*0(?:\.0*)?\s*(?:,|$)"  # `ru;q=0`: not acceptable at all
     spoken = "|".join(LOCALES)
-    other = rf"\s*(?!(?:{spoken}){primary})[^,]*,"
-    return rf"^(?:{other})*\s*{locale}{primary}"
+    other = rf"\s*(?:(?!(?:{spoken}){primary})[^,]*,|(?={refused})[^,]*,)"
+    return rf"^(?:{other})*\s*{locale}{primary}(?!{refused})"
 
 
 def _quoted(text: str) -> str:
@@ -145,11 +162,13 @@ def render() -> str:
     """deploy/nginx/errors.conf."""
     lines = [_HEADER.format(locales=", ".join(LOCALES))]
     for answer in ANSWERS:
-        statuses = " ".join(map(str, answer.statuses))
-        lines.append(f"error_page {statuses} @{answer.location};")
+        for status in answer.statuses:  # `=400`: a status answered as another is sent as that
+            code = "" if status == answer.status else f"={answer.status} "
+            lines.append(f"error_page {status} {code}{PAGES}{answer.page};")
     for answer in ANSWERS:
-        lines += ["", f"location @{answer.location} {{"]
+        lines += ["", f"location = {PAGES}{answer.page} {{"]
         lines += [
+            "    internal;",
             "    default_type application/problem+json;",
             "    add_header X-Request-ID $request_id always;",
         ]

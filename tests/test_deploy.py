@@ -102,10 +102,13 @@ def _nginx_string(quoted: str) -> str:
     return re.sub(r"\\(.)", r"\1", quoted)
 
 
-@pytest.mark.parametrize("status", [400, 408, 413, 429, 500, 502, 503, 504])
+@pytest.mark.parametrize("status", [400, 404, 408, 413, 429, 500, 502, 503, 504, 505])
 def test_nginx_answers_its_own_errors_with_problems(status: int) -> None:
-    target = re.search(rf"error_page [\d ]*\b{status}\b[\d ]* @(\w+);", ERRORS).group(1)
-    block = re.search(rf"location @{target} \{{(.*?)\n\}}", ERRORS, re.DOTALL).group(1)
+    # An internal location, not a named one: nginx can hand a request whose request line it
+    # could not read only to a URI.
+    target = re.search(rf"^error_page {status} (?:=\d+ )?(/[\w/-]+);", ERRORS, re.M).group(1)
+    block = re.search(rf"location = {target} \{{(.*?)\n\}}", ERRORS, re.DOTALL).group(1)
+    assert "internal;" in block
     assert "default_type application/problem+json;" in block
     assert "add_header Content-Language $problem_language always;" in block
     # English is set first, as the default; each other language where its `if` returns.
@@ -136,12 +139,16 @@ def test_the_proxys_pages_are_rendered_from_the_catalogues() -> None:
     [
         "", "ru", "RU", "ru-RU", "ru_RU", "ru;q=0.8", "et-EE,et;q=0.9", "en-US,en;q=0.9,ru;q=0.8",
         "ru-RU,ru;q=0.9,en-US;q=0.8", "de-DE, et;q=0.5", "fr, de", "*", "rue", "etc, ru", "  ru ",
-        "de,fr,it,et", "fi, ET-ee", "en, et", "x-ru, ru",
+        "de,fr,it,et", "fi, ET-ee", "en, et", "x-ru, ru", "ru;q=0, et", "et;q=0.0,ru",
+        "en;q=0, ru", "x, ru;q=0", "ru;q=0.5, et", "ru; q = 0 , et",
     ],
 )  # fmt: skip
 def test_the_proxy_picks_the_language_the_app_would(header: str) -> None:
-    # Clients list languages in order of preference: the first the service speaks is chosen.
-    tags = [item.split(";")[0].strip() for item in header.split(",")]
+    # Clients list languages in order of preference: the first the service speaks is chosen,
+    # passing over any the client refuses (q=0).
+    items = [item.split(";") for item in header.split(",")]
+    refused = [any(re.fullmatch(r"\s*q\s*=\s*0(\.0*)?\s*", p) for p in rest) for _, *rest in items]
+    tags = [tag.strip() for (tag, *_), no in zip(items, refused, strict=True) if not no]
     expected = negotiate(tag for tag in tags if tag)
     matched = [locale for locale in LOCALES if re.search(proxy.first_spoken(locale), header, re.I)]
     assert (matched[0] if matched and matched[0] != DEFAULT_LOCALE else DEFAULT_LOCALE) == expected
