@@ -2,8 +2,9 @@
 
 Standard library only; `make test-docker` runs it against the compose stack after the smoke test.
 Checks, through nginx: a request past the app's time budget is a 503 problem with Retry-After; a
-body far over the limit is nginx's 413 problem; a burst past the per-address rate is a 429 problem
-with Retry-After; and, with `--server-exec "COMMAND"` (a prefix that runs a program inside the
+body far over the limit is nginx's 413 problem; a request line nginx cannot read is a 400 problem
+and /metrics a 404 one, in the language asked for; a burst past the per-address rate is a 429
+problem with Retry-After; and, with `--server-exec "COMMAND"` (a prefix that runs a program inside the
 server's container, e.g. `docker compose exec -T api`), a request whose worker is killed under it
 is a 502 problem, not an HTML page. Exits non-zero, saying what failed.
 """
@@ -88,6 +89,32 @@ def check_body_too_large(host: str, port: int, _: str | None) -> None:
     lines = head.decode("latin-1").split("\r\n")
     headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
     expect_problem(int(lines[0].split()[1]), headers, body, 413, "body-too-large")
+
+
+def _raw_reply(host: str, port: int, request: bytes) -> tuple[int, dict[str, str], bytes]:
+    """`request` sent as it is; the status, headers and body nginx answers before it closes."""
+    with socket.create_connection((host, port), timeout=10) as sock:
+        sock.sendall(request)
+        reply = b""
+        while chunk := sock.recv(65536):
+            reply += chunk
+    head, _, body = reply.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+    return int(lines[0].split()[1]), headers, body
+
+
+def check_unreadable_requests(host: str, port: int, _: str | None) -> None:
+    # A request line nginx cannot read, and a path of nginx's own (/metrics): problems too.
+    status, headers, body = _raw_reply(host, port, b"GARBAGE\r\n\r\n")
+    expect_problem(status, headers, body, 400, "bad-request")
+    status, headers, body = _raw_reply(
+        host,
+        port,
+        b"GET /metrics HTTP/1.1\r\nHost: x\r\nAccept-Language: et\r\nConnection: close\r\n\r\n",
+    )
+    problem = expect_problem(status, headers, body, 404, "not-found")
+    expect(problem["title"] == "Ei leitud", f"the 404 is not in Estonian: {problem}")
 
 
 def check_rate_limit(host: str, port: int, _: str | None) -> None:
@@ -175,6 +202,7 @@ def check_dead_worker(host: str, port: int, server_exec: str | None) -> None:
 CHECKS = {
     "a request past its time budget is a 503 problem": check_budget,
     "nginx's own 413 is a problem": check_body_too_large,
+    "a request nginx cannot read, and /metrics, are problems": check_unreadable_requests,
     "a burst past the per-address rate is a 429 problem": check_rate_limit,
     "a worker killed mid-request is a 502 problem": check_dead_worker,
 }
