@@ -101,15 +101,18 @@ class Tolerance:
         shrinks with values smaller than 1, so `2e-12*b` is not taken for `1e-12*b` (a number
         the learner types is judged as written, with the request's tolerance)."""
         scale = max(map(abs, expected), default=0.0)
-        if not 0.0 < scale < 1.0:
+        if scale >= 1.0:
             return self
-        return Tolerance(self.relative, self.absolute * scale)
+        # A derivative that is 0 at every point leaves only rounding's residue, far below 1e-9
+        # for inputs of the sample points' size: `1e-10*x` is not 0.
+        return Tolerance(self.relative, self.absolute * (scale or ZERO_SCALE))
 
 
 DEFAULT_TOLERANCE = Tolerance()
 # A formula is right or wrong, however wide the request's tolerance for numbers: its values at
 # the sample points must agree as two ways of computing one number do, up to rounding.
 EQUIVALENT = Tolerance(relative=1e-8, absolute=1e-9)
+ZERO_SCALE = 1e-3  # the absolute part's share kept for a formula whose values are all 0
 # "Close": off by at most 1% (or 0.01), as a rounded or slightly miscomputed answer is.
 CLOSE = Tolerance(relative=1e-2, absolute=1e-2)
 

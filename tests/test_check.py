@@ -238,6 +238,24 @@ def test_a_formula_of_small_values_is_judged_at_their_scale() -> None:
     doubled = verdict("2e-12*b")
     assert doubled["verdict"] == "incorrect"
     assert doubled["feedback"]["code"] != "outside_tolerance"
+    # A derivative that is 0 everywhere (an input the output does not read, a dead relu) is not
+    # a tiny formula's either.
+    program = "x = Value(1.0)\nu = Value(2.0)\ny = x * x"
+    unused = check(EVALUATOR, program, {}, {"derivatives": {"u": "1e-10*x"}})
+    assert [item["verdict"] for item in unused["results"] if item["item"] == "derivatives.u"] == [
+        "incorrect"
+    ]
+    dead = check(EVALUATOR, "relu(a) * b", {"a": -1, "b": 2}, {"derivatives": {"b": "1e-12*b"}})
+    assert dead["results"][-1]["verdict"] == "incorrect"
+    # while a float form of 0 that sympy cannot prove still is 0
+    rounding = check(
+        EVALUATOR, "a * b - b * a", {"a": 1, "b": 2}, {"derivatives": {"a": "0.1*b - b/10"}}
+    )
+    assert rounding["results"][3] == {
+        "item": "derivatives.a",
+        "verdict": "correct",
+        "feedback": {"code": "correct", "message": "Correct."},
+    }
 
 
 def test_the_answers_text_in_all_is_bounded_as_one_expression_is() -> None:

@@ -204,7 +204,7 @@ def test_the_served_spec_states_the_configured_bounds_of_every_request_field() -
     assert points["items"]["maxProperties"] == 3
     assert points["items"]["propertyNames"]["maxLength"] == 8
     assert points["items"]["additionalProperties"] == {"type": "number"}
-    assert schemas["Axis"]["properties"]["points"]["maximum"] == 10
+    assert schemas["Axis"]["properties"]["points"]["maximum"] == 200  # a grid's side may have
     # and the bounds of one request are not written into another's
     assert schemas["GraphRequest"]["properties"]["expression"]["maxLength"] == 500
     default = make_app().test_client().get("/openapi.json").get_json()["components"]["schemas"]

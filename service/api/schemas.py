@@ -59,7 +59,8 @@ def request_bounds(limits: Limits) -> dict[str, dict[str, Any]]:
         "bindings": bindings,
         # a sweep's explicit points, each a set of bindings; and the points along one axis
         "SweepRequest.points": {"maxItems": limits.max_sweep_points, "items": bindings},
-        "Axis.points": {"maximum": limits.max_sweep_points},
+        # a line's axis is bounded by the sweep's points, each side of a grid by its own limit
+        "Axis.points": {"maximum": max(limits.max_sweep_points, limits.max_sweep_grid)},
     }
 
 
