@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import json
 import math
 import os
 from collections.abc import Mapping
@@ -260,12 +261,25 @@ def _positive(config: Mapping[str, Any], key: str, kind: type, minimum: float = 
             expected = _("a positive whole number") if minimum else _("a non-negative whole number")
         else:
             expected = _("a positive number") if minimum else _("a non-negative number")
-        written = os.environ.get(variable)  # as the variable says it: 1e400, not inf
         raise ConfigurationError(
             _("{variable} must be {expected}, not {value}", variable=variable,
-              expected=expected, value=repr(value) if written is None else written)
+              expected=expected, value=_as_written(variable, value))
         )  # fmt: skip
     return number
+
+
+def _as_written(variable: str, value: Any) -> str:
+    """A refused value as its variable wrote it (`1e400`, which reads as infinity), when the value
+    came from there; else as Python shows it."""
+    written = os.environ.get(variable)
+    if written is not None:
+        try:
+            read = json.loads(written)  # as Flask's `from_prefixed_env` reads it
+        except ValueError:
+            read = written
+        if repr(read) == repr(value):
+            return written
+    return repr(value)
 
 
 if __name__ == "__main__":
