@@ -549,7 +549,8 @@ def unbound(parsed: ParsedExpression, missing: list[str], unknown: list[str]) ->
         )
     else:
         message = _("no value given for {missing}", missing=", ".join(missing))
-    span = parsed.first_use(missing[0])
+    uses = [span for span in map(parsed.first_use, missing) if span is not None]
+    span = min(uses, default=None)  # the first in the text of them all
     return BindingError("unbound_variables", message, missing, span=span).at(parsed.text)
 
 

@@ -147,9 +147,14 @@ class ParsedExpression:
         return postorder(self.root)
 
     def first_use(self, name: str) -> Span | None:
-        """Where the output first reads the input `name` in the text."""
+        """Where the output first reads the input `name` in the text: the name itself, not the
+        brackets a read's span takes in (`(b)`)."""
         reads = [node.span for node in self.postorder() if node.name == name]
-        return min(reads, default=None)
+        if not reads:
+            return None
+        start, end = min(reads)
+        written = re.search(rf"(?<![A-Za-z0-9_]){name}(?![A-Za-z0-9_])", self.text[start:end])
+        return (start + written.start(), start + written.end()) if written else (start, end)
 
     @cached_property
     def variable_set(self) -> frozenset[str]:

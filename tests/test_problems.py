@@ -139,6 +139,21 @@ def test_an_unbound_input_is_placed_at_its_first_use(
     problem(response, "unbound-variables", variables=unbound, position=at(29, 30, 3, 9))
 
 
+@pytest.mark.parametrize(
+    ("expression", "position"),
+    [
+        ("x = b\ny = a\ny * x", at(4, 5)),  # b is read first in the text, though listed second
+        ("(\nb\n)", at(2, 3, 2, 1)),  # the name, not the brackets around it
+        ("(b).relu() + 1", at(1, 2)),
+    ],
+)
+def test_unbound_inputs_are_placed_at_the_first_use_in_the_text(
+    client: FlaskClient, expression: str, position: dict[str, int]
+) -> None:
+    response = client.post("/v1/gradients", json={"expression": expression})
+    assert problem(response, "unbound-variables")["position"] == position
+
+
 def test_a_domain_problem_in_a_constant_part_has_no_node(client: FlaskClient) -> None:
     body = problem(
         client.post("/v1/gradients", json={"expression": "log(0) + a", "bindings": {"a": 1}}),

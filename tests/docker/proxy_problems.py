@@ -4,9 +4,9 @@ Standard library only; `make test-docker` runs it against the compose stack afte
 Checks, through nginx: a request past the app's time budget is a 503 problem with Retry-After; a
 body far over the limit is nginx's 413 problem; a request line nginx cannot read is a 400 problem
 and /metrics a 404 one, in the language asked for; a burst past the per-address rate is a 429
-problem with Retry-After; and, with `--server-exec "COMMAND"` (a prefix that runs a program inside the
-server's container, e.g. `docker compose exec -T api`), a request whose worker is killed under it
-is a 502 problem, not an HTML page. Exits non-zero, saying what failed.
+problem with Retry-After; and, with `--server-exec "COMMAND"` (a prefix that runs a program
+inside the server's container, e.g. `docker compose exec -T api`), a request whose worker is killed
+under it is a 502 problem, not an HTML page. Exits non-zero, saying what failed.
 """
 
 from __future__ import annotations
