@@ -292,7 +292,10 @@ def _tokens(text: str, limits: Limits) -> tuple[list[Token], ExpressionError | N
         elif kind == "end":
             break
         elif kind == "bad":
-            error = _bad_character(text, span[0])
+            # First on its line: not after another token, nor inside brackets.
+            depth = sum((token.kind == "(") - (token.kind == ")") for token in tokens)
+            first = (not tokens or tokens[-1].kind == "newline") and depth <= 0
+            error = _bad_character(text, span[0], first)
             break
         # else a comment or a line continuation: space, like the space before a token
     # The `end` token stands where the text ends, or where its error starts.
@@ -329,7 +332,8 @@ _LOOKALIKES = {
 }  # fmt: skip
 
 
-def _bad_character(text: str, pos: int) -> ExpressionError:
+def _bad_character(text: str, pos: int, first: bool = False) -> ExpressionError:
+    """The refusal of the character at `pos`; `first`: it starts a statement."""
     char = text[pos]
     span = (pos, pos + 1)
     if char == "\\":
@@ -345,8 +349,7 @@ def _bad_character(text: str, pos: int) -> ExpressionError:
                     "a comment"
                 )
             return ExpressionError("unsupported_syntax", message, span)
-    if char == "@" and not text[text.rfind("\n", 0, pos) + 1 : pos].strip(" \t"):
-        # first on its line: a decorator, as over a function pasted whole
+    if char == "@" and first:  # a decorator, as over a function pasted whole
         decorator_end = _LOGICAL_LINE_END.search(text, pos)
         message = _("decorators are not supported: paste the function's body without them")
         span = (pos, decorator_end.start() if decorator_end else len(text))
