@@ -711,10 +711,12 @@ def _refuse_long_answers(answers: Mapping[str, Any], maximum: int) -> None:
     ]  # fmt: skip
     written = sum(len(text) for text in texts if isinstance(text, str))
     if written > maximum:
-        message = _(
+        message = _n(
+            "the answers written as text are {count} character in all; at most {maximum} are "
+            "checked in one request",
             "the answers written as text are {count} characters in all; at most {maximum} are "
             "checked in one request",
-            count=written,
+            written,
             maximum=maximum,
         )
         raise RequestTooLarge(CHECK_KIND, message, "max_expression_length", maximum)

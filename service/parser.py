@@ -332,6 +332,27 @@ _LOOKALIKES = {
 }  # fmt: skip
 
 
+def _closing_bracket(text: str, start: int) -> int:
+    """Where the bracket open at `start` closes, past nested brackets and quoted strings (which
+    the language has not, but micrograd's `Value(2.0, label='a')` has); never closed, the end of
+    the line. Only for pointing at a refusal: the tokens read the text otherwise."""
+    depth, quote = 0, ""
+    for position in range(start, len(text)):
+        char = text[position]
+        if quote:
+            quote = "" if char in (quote, "\n") else quote
+        elif char in "'\"":
+            quote = char
+        elif char == "(":
+            depth += 1
+        elif char == ")":
+            if not depth:
+                return position
+            depth -= 1
+    line_end = text.find("\n", start)
+    return len(text) if line_end < 0 else line_end
+
+
 def _bad_character(text: str, pos: int, first: bool = False) -> ExpressionError:
     """The refusal of the character at `pos`; `first`: it starts a statement."""
     char = text[pos]
@@ -1345,6 +1366,10 @@ class _Expression:
             if self.never_closed():  # `b = exp(` and the next statement: `out = b`
                 raise _never_closed(opener.opening)
             if opener.kind == "call" and opener.op == _DECLARE:
+                if previous is not None and previous.text == "data":  # `Value(data=2.0)`
+                    message = _("write the number alone: Value(2.0), not Value(data=2.0)")
+                    span = (previous.start, token.end)
+                    raise ExpressionError("unsupported_syntax", message, span)
                 # `Value(2.0, label='a')`, as micrograd's own examples write it
                 message = _(
                     "Value() takes only the number: the name it is assigned to is its label, as "
@@ -1431,16 +1456,7 @@ class _Expression:
     def value_parameters(self, comma: Token) -> ExpressionError:
         """`Value(2.0, (), '+')`, `Value(2.0, label='a')`: micrograd's other parameters, from
         `comma` to the call's `)`, with what to write instead."""
-        depth, end, ahead = 0, comma.end, 0
-        try:
-            while (following := self.stream.peek(ahead)).kind not in (*_STATEMENT_ENDS, ")") or (
-                following.kind == ")" and depth
-            ):
-                depth += (following.kind == "(") - (following.kind == ")")
-                end, ahead = following.end, ahead + 1
-        except ExpressionError as error:  # a string, `Value(2.0, 'a')`: up to the `)` after it
-            closing = self.text.find(")", error.span[0])
-            end = closing if closing >= 0 else error.span[1]
+        end = _closing_bracket(self.text, comma.end)
         message = _(
             "Value() takes only the number: the name it is assigned to is its label, as in "
             "a = Value(2.0)"
