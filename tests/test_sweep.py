@@ -544,3 +544,21 @@ def test_a_varied_name_may_be_bound_once_to_mark_its_point(client: FlaskClient) 
     response = client.get("/v1/sweep?expression=x*y&vary=x:0:1:3&bind=y:2&bind=x:1&format=json")
     assert response.status_code == 200
     assert response.get_json()["value"] == [0.0, 1.0, 2.0]
+
+
+def test_a_plot_from_a_url_may_be_cached_and_revalidated(client: FlaskClient) -> None:
+    # The URL decides the picture byte for byte: a page a class opens draws it once.
+    url = "/v1/sweep?expression=x*tanh(x)&vary=x:-3:3:20&format=svg"
+    first, again = client.get(url), client.get(url)
+    assert first.status_code == again.status_code == 200
+    assert first.headers["Cache-Control"] == "public, max-age=86400"
+    assert first.headers["ETag"] == again.headers["ETag"]
+    unchanged = client.get(url, headers={"If-None-Match": first.headers["ETag"]})
+    assert (unchanged.status_code, unchanged.data) == (304, b"")
+    refused = client.get("/v1/sweep?expression=x*&vary=x:0:1:3")
+    assert refused.status_code == 422 and "Cache-Control" not in refused.headers
+
+
+def test_a_sweep_says_its_answer_varies_with_accept(client: FlaskClient) -> None:
+    body = {"expression": "x", "vary": [{"name": "x", "from": 0, "to": 1, "points": 3}]}
+    assert "Accept" in client.post("/v1/sweep", json=body).headers["Vary"]

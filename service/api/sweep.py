@@ -103,7 +103,9 @@ def sweep(body: dict[str, Any]) -> Response:
     the request's own bindings marked; plots have their own rate per worker (429 past it).
     """
     image = IMAGES.get(request.accept_mimetypes.best_match(ACCEPTED, "application/json"))
-    return respond(run(body), body, image)
+    response = respond(run(body), body, image)
+    response.vary.add("Accept")  # JSON or a picture, as the request accepts
+    return response
 
 
 # The GET form's parameters, as the spec states them and as they are read: nothing else parses.
@@ -226,6 +228,7 @@ class PlotQuerySchema(Schema):
 
 
 _SWEEP_REQUEST = SweepRequestSchema()
+PLOT_CACHE_SECONDS = 86_400  # how long a plot from a URL may be kept
 
 
 @blp.route("/sweep", methods=["GET"])
@@ -233,7 +236,12 @@ _SWEEP_REQUEST = SweepRequestSchema()
 # refused, as an unknown field of a body is, not plotted as if it were absent.
 @blp.arguments(PlotQuerySchema(), location="query", unknown=RAISE)
 @blp.response(200, SweepSchema, example=LINE_DOCUMENT, headers=RESPONSE_HEADERS)
-@blp.doc(responses={200: {"content": PLOT_CONTENT}})
+@blp.doc(
+    responses={
+        200: {"content": PLOT_CONTENT},
+        304: {"description": "The copy the client holds (its `If-None-Match`) is current."},
+    }
+)
 @documents_problems(blp, 400, 429)
 def plot(body: dict[str, Any]) -> Response:
     """Plot a sweep from a URL, for `<img src>`
@@ -243,6 +251,14 @@ def plot(body: dict[str, Any]) -> Response:
     `bind=a:2` binds a variable that is not varied (repeat it for more) and `output=y` names a
     program's output, as the body's `output` does. A binding of a varied variable is marked on the
     plot. `format=json` answers with the sweep's JSON document instead. Any other parameter, and
-    a parameter of one value given twice, is refused as a validation error.
+    a parameter of one value given twice, is refused as a validation error. The URL and the
+    language decide the answer, so it may be cached for a day (`Cache-Control`, `ETag`).
     """
-    return respond(run(body), body, None if body["format"] == "json" else body["format"])
+    response = respond(run(body), body, None if body["format"] == "json" else body["format"])
+    # The URL and the language decide the answer, byte for byte: browsers and a cache in front
+    # keep it, so a page that a whole class opens draws its plot once, not once per learner.
+    response.cache_control.public = True
+    response.cache_control.max_age = PLOT_CACHE_SECONDS
+    response.add_etag()
+    response.make_conditional(request)  # a 304, without the body, for a copy still current
+    return response
