@@ -68,6 +68,8 @@ STYLE: dict[str, Any] = {
     "grid.alpha": 0.3,
 }
 _TITLE = 70  # characters of the expression shown above a plot
+_BOTTOM = 0.11  # the figure's share under the axes: the x axis's ticks and label
+_LEGEND_ROW = 0.06  # and more for each row of a legend under them
 _ARROWS = 20  # gradient arrows along each side of a grid plot
 # Graphviz is stopped past this, below a request's default budget (5 s), so a drawing that takes
 # it long is refused as such; `draw`'s limits keep drawings within about a second.
@@ -107,7 +109,7 @@ def plot(
     with matplotlib.rc_context(STYLE):  # type: ignore[arg-type]
         # Fixed margins rather than a layout engine, which draws the figure twice to fit it.
         figure = Figure(figsize=(6.4, 4.4))
-        figure.subplots_adjust(left=0.12, right=0.96, bottom=0.11, top=0.92)
+        figure.subplots_adjust(left=0.12, right=0.96, bottom=_BOTTOM, top=0.92)
         ax = figure.add_subplot()
         # One line: a title that wraps grows upwards, off the top of the figure.
         title = " ".join((sweep["expression"] if title is None else title).split())
@@ -184,7 +186,7 @@ def _line(
             ax.plot([at], [marked["gradients"][name]], "o", color="tab:orange")
             ax.annotate(f"{name} = {at:g}", (at, marked["value"]), textcoords="offset points",
                         xytext=(6, 6))  # fmt: skip
-    ax.legend(loc="upper left")  # "best" would test every one of the curve's points
+    _legend_below(ax)
 
 
 def _grid(
@@ -216,8 +218,11 @@ def _grid(
         and _within(bindings[second], y)
     ):
         at = f"{first} = {bindings[first]:g}, {second} = {bindings[second]:g}"
-        ax.plot([bindings[first]], [bindings[second]], "o", color="tab:red", label=at)
-        ax.legend(loc="upper right")
+        ax.plot([bindings[first]], [bindings[second]], "o", color="tab:red")
+        # named beside the point, on a patch of its own: a legend in a corner could hide it
+        patch = {"boxstyle": "round", "fc": "white", "alpha": 0.8}
+        ax.annotate(at, (bindings[first], bindings[second]), textcoords="offset points",
+                    xytext=(6, 6), bbox=patch)  # fmt: skip
 
 
 def _span(set_limits: Callable[[float, float], Any], axis: np.ndarray) -> None:
@@ -239,7 +244,21 @@ def _points(ax: Any, value: np.ndarray, gradients: dict[str, np.ndarray], locale
         ax.plot(index, gradient, ".--", label=f"∂f/∂{name}")
     ax.set_xlabel(_("point").translate(locale))
     ax.set_ylabel(_("f and its gradients").translate(locale))
-    ax.legend(loc="upper left")
+    _legend_below(ax)
+
+
+_LEGEND_COLUMNS = 4
+
+
+def _legend_below(ax: Any) -> None:
+    """The legend under the axes, where it hides none of the curves (placing it "best" inside
+    them would test every point of every curve); the axes shrink by its rows."""
+    handles, labels = ax.get_legend_handles_labels()
+    columns = min(len(labels), _LEGEND_COLUMNS)
+    rows = -(-len(labels) // columns)
+    figure = ax.get_figure()
+    figure.subplots_adjust(bottom=_BOTTOM + _LEGEND_ROW * rows)
+    figure.legend(handles, labels, loc="lower center", ncols=columns, frameon=False)
 
 
 # -- drawings of a graph ------------------------------------------------------------------------
