@@ -562,3 +562,14 @@ def test_a_plot_from_a_url_may_be_cached_and_revalidated(client: FlaskClient) ->
 def test_a_sweep_says_its_answer_varies_with_accept(client: FlaskClient) -> None:
     body = {"expression": "x", "vary": [{"name": "x", "from": 0, "to": 1, "points": 3}]}
     assert "Accept" in client.post("/v1/sweep", json=body).headers["Vary"]
+
+
+def test_a_plus_left_as_it_is_in_a_url_gets_a_hint(client: FlaskClient) -> None:
+    # A query string reads `+` as a space: `x+y` arrives as `x y`.
+    hinted = client.get("/v1/sweep?expression=x+y&vary=x:0:1:3&bind=y:2&format=json")
+    assert hinted.status_code == 422
+    assert hinted.get_json()["detail"].endswith("(in a URL a + stands for a space: write + as %2B)")
+    encoded = client.get("/v1/sweep?expression=x%2By&vary=x:0:1:3&bind=y:2&format=json")
+    assert encoded.get_json()["value"] == [2.0, 2.5, 3.0]
+    plain = client.get("/v1/sweep?expression=x*&vary=x:0:1:3&format=json")
+    assert "%2B" not in plain.get_json()["detail"]

@@ -26,7 +26,7 @@ from service.api.pictures import PLOT_CONTENT, plot_response
 from service.api.problems import documents_problems
 from service.api.request import RESPONSE_HEADERS, Blueprint
 from service.api.schemas import SweepRequestSchema, SweepSchema, expression_field, output_name
-from service.errors import BindingError
+from service.errors import BindingError, ExpressionError, LimitExceeded
 from service.evaluator import Evaluator
 from service.i18n import _
 
@@ -230,6 +230,19 @@ class PlotQuerySchema(Schema):
         return {**_SWEEP_REQUEST.load(body), "format": query["format"]}
 
 
+def _with_url_hint(error: ExpressionError) -> ExpressionError:
+    """The refusal, with a hint where the URL wrote `+` as it is: a query string reads it as a
+    space, so `x+y` arrives as `x y` (two operands side by side)."""
+    sent = (pair.partition(b"=") for pair in request.query_string.split(b"&"))
+    plus = any(name == b"expression" and b"+" in value for name, _, value in sent)
+    if not plus or isinstance(error, LimitExceeded):
+        return error
+    message = _("{detail} (in a URL a + stands for a space: write + as %2B)", detail=error.message)
+    hinted = ExpressionError(error.kind, message, error.span)
+    hinted.line, hinted.column = error.line, error.column
+    return hinted
+
+
 _SWEEP_REQUEST = SweepRequestSchema()
 PLOT_CACHE_SECONDS = 86_400  # how long a plot from a URL may be kept
 
@@ -257,7 +270,11 @@ def plot(body: dict[str, Any]) -> Response:
     a parameter of one value given twice, is refused as a validation error. The URL and the
     language decide the answer, so it may be cached for a day (`Cache-Control`, `ETag`).
     """
-    response = respond(run(body), body, None if body["format"] == "json" else body["format"])
+    try:
+        document = run(body)
+    except ExpressionError as error:
+        raise _with_url_hint(error) from None
+    response = respond(document, body, None if body["format"] == "json" else body["format"])
     # The URL and the language decide the answer, byte for byte: browsers and a cache in front
     # keep it, so a page that a whole class opens draws its plot once, not once per learner.
     response.cache_control.public = True
