@@ -702,6 +702,16 @@ def warm_up() -> None:
         sympy.simplify(expression)
 
 
+def _value_of(answer: ParsedExpression, point: Mapping[str, float]) -> float | None:
+    """The answer's value at `point`; None where it is not defined or not finite."""
+    try:
+        result = run(answer, {v: Value(point[v]) for v in answer.variables})[answer.root]
+    except DomainError:
+        return None
+    number = result.data if isinstance(result, Value) else float(result)
+    return number if math.isfinite(number) else None
+
+
 def _refuse_long_answers(answers: Mapping[str, Any], maximum: int) -> None:
     """Answers written as text are read as expressions are: in all, no more text than one
     expression may have, so a body full of them costs no more to read than the longest one."""
@@ -931,10 +941,12 @@ class _Symbolic:
                 ),
             )
             return
-        if self.simplifies_to_zero(answer, name):
-            item.feedback = _correct()
-            return
-        item.feedback = self.at_points(answer, name)
+        # The sample points decide, a wrong answer as cheaply as a right one; sympy only where
+        # the bindings' piece has no sample point (a relu's piece narrower than any).
+        judged = self.at_points(answer, name)
+        if judged is None:
+            judged = _correct() if self.simplifies_to_zero(answer, name) else _incorrect()
+        item.feedback = judged
 
     def simplifies_to_zero(self, answer: ParsedExpression, name: str) -> bool:
         """Whether sympy proves the answer equal to the derivative; False when it cannot tell."""
@@ -949,24 +961,25 @@ class _Symbolic:
                 raise
             return False
 
-    def at_points(self, answer: ParsedExpression, name: str) -> dict[str, Any]:
+    def at_points(self, answer: ParsedExpression, name: str) -> dict[str, Any] | None:
+        """The answer judged at the sample points; None when there are none to judge it at."""
+        samples = self.sample()
+        if not samples:
+            return None
+        if _value_of(answer, self.at) is None:  # `b*(a-1)/(a-1)` at a = 1: no derivative there
+            return _incorrect()
         values, expected, predicted = [], [], []
         target = self.variable_node.get(name, UNUSED)
         mistakes = None
-        for point, document, analysis in self.sample():
-            try:
-                env = {v: Value(point[v]) for v in answer.variables}
-                result = run(answer, env)[answer.root]
-            except DomainError:
-                continue
-            number = result.data if isinstance(result, Value) else float(result)
-            if not math.isfinite(number):
+        for point, document, analysis in samples:
+            number = _value_of(answer, point)
+            if number is None:
                 continue
             values.append(number)
             expected.append(document["gradients"][name])
             predicted.append(analysis.answers(target))
             mistakes = mistakes or analysis
-        if mistakes is None:  # nowhere to compare: sympy could not prove it, so it is not accepted
+        if mistakes is None:  # undefined wherever the derivative is defined: not the derivative
             return _incorrect()
         # A number (`0.333` for 1/3) is judged as numbers are; a formula by its equivalence.
         if not answer.variables:

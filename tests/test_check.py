@@ -817,8 +817,11 @@ def test_a_node_answered_twice_is_refused_not_guessed(
 
 def test_a_formula_too_deep_for_sympy_is_refused_as_too_expensive_to_check() -> None:
     lines = ["x = Value(0.5)", "a0 = x", *(f"a{i} = a{i - 1} * x + 1" for i in range(1, 60))]
+    # An answer is judged at the sample points, without sympy; revealing the derivative needs it.
+    judged = check(EVALUATOR, "\n".join(lines), {}, {"derivatives": {"x": "1"}})
+    assert judged["results"][-1]["verdict"] == "incorrect"
     with pytest.raises(AutogradError) as refused:
-        check(EVALUATOR, "\n".join(lines), {}, {"derivatives": {"x": "1"}})
+        check(EVALUATOR, "\n".join(lines), {}, {"derivatives": {"x": "1"}}, reveal=True)
     assert refused.value.kind == "check_too_expensive"
     assert "nests too deeply" in refused.value.message
 
@@ -893,3 +896,28 @@ def test_a_revealed_derivative_writes_floats_as_python_does() -> None:
     result = check(EVALUATOR, "0.1*a*b", {"a": 1, "b": 2}, {"derivatives": {}}, reveal=True)
     expected = {item["item"]: item.get("expected") for item in result["results"]}
     assert (expected["derivatives.a"], expected["derivatives.b"]) == ("0.1*b", "0.1*a")
+
+
+def test_answers_are_judged_at_the_points_without_sympy(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Sympy's simplification takes up to a second on a wrong answer: the points decide instead,
+    # so two of a neuron's ordinary slips no longer exhaust the request's symbolic budget.
+    def no_sympy(*args: Any) -> bool:
+        raise AssertionError("sympy was asked")
+
+    monkeypatch.setattr("service.check._Symbolic.simplifies_to_zero", no_sympy)
+    bindings = {"w1": 0.5, "x1": 2, "w2": -1, "x2": 1, "b": 0.5}
+    slips = {
+        "w1": "x1*(1-(w1*x1 + w2*x2 + b)**2)",  # tanh's 1 - t² taken of its argument
+        "w2": "x2*(1-(w1*x1 + w2*x2 + b)**2)",
+        "b": "1 - tanh(w1*x1 + w2*x2 + b)**2",
+    }
+    result = check(EVALUATOR, "tanh(w1*x1 + w2*x2 + b)", bindings, {"derivatives": slips})
+    verdicts = {item["item"]: item["verdict"] for item in result["results"]}
+    assert verdicts["derivatives.w1"] == verdicts["derivatives.w2"] == "incorrect"
+    assert verdicts["derivatives.b"] == "correct"
+
+
+@pytest.mark.parametrize("answer", ["b*(a-1)/(a-1)", "b*log(a-2)/log(a-2)", "-exp(log(-b))"])
+def test_an_answer_undefined_at_the_bindings_is_not_the_derivative_there(answer: str) -> None:
+    result = check(EVALUATOR, "a * b", {"a": 1, "b": 2}, {"derivatives": {"a": answer}})
+    assert result["results"][3]["verdict"] == "incorrect"
