@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache, cached_property
@@ -439,6 +440,25 @@ def _a_program(message: Message, span: Span) -> Unreadable:
     return Unreadable(_feedback("unparsable", message, position={"start": span[0], "end": span[1]}))
 
 
+# What only a program writes (a declaration, print, return, an attribute of a Value, an
+# assignment): in an answer the parser's advice for programs would not help.
+_PROGRAM_ONLY = re.compile(
+    r"\b(?:Value|print|return|import|from|def|class|for|while|if|lambda|assert|del|with)\b"
+    r"|\.\s*(?:data|grad|backward|label)\b|[-+*/]=|(?<![<>=!])=(?!=)"
+)
+
+
+def _program_construct(found: re.Match[str]) -> Unreadable:
+    return _a_program(
+        _(
+            "The answer must be one expression, not a program: write the number or formula "
+            "alone, without '{construct}'.",
+            construct=" ".join(found.group().split()),
+        ),
+        found.span(),
+    )
+
+
 def _second_statement(span: Span) -> Unreadable:
     return _a_program(
         _(
@@ -563,6 +583,9 @@ def _parse_answer(text: str) -> ParsedExpression:
     except ExpressionError as error:
         if error.kind == SECOND_STATEMENT:  # ANSWER_LIMITS allows one statement
             raise _second_statement(error.span) from None
+        program = _PROGRAM_ONLY.search(text)
+        if program is not None:  # the parser's advice would be for a program: not the learner's
+            raise _program_construct(program) from None
         raise _unparsable(error) from None
     except AutogradError as error:  # a constant part out of domain
         raise _unparsable(error) from None

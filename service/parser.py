@@ -375,6 +375,11 @@ def _bad_character(text: str, pos: int, first: bool = False) -> ExpressionError:
         message = _("decorators are not supported: paste the function's body without them")
         span = (pos, decorator_end.start() if decorator_end else len(text))
         return ExpressionError("unsupported_syntax", message, span)
+    following = text[pos + 1 : pos + 2]
+    if char in "<>" and following == char:  # `<<`, `>>`: shifts, not comparisons
+        return ExpressionError("unsupported_syntax", _UNSUPPORTED["&"], (pos, pos + 2))
+    if char in "<>!" and following == "=":  # `<=`, `>=`, `!=`: both characters
+        return ExpressionError("unsupported_syntax", _UNSUPPORTED["<"], (pos, pos + 2))
     if char in _UNSUPPORTED:
         return ExpressionError("unsupported_syntax", _UNSUPPORTED[char], span)
     code = f"U+{ord(char):04X}"

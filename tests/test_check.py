@@ -921,3 +921,20 @@ def test_answers_are_judged_at_the_points_without_sympy(monkeypatch: pytest.Monk
 def test_an_answer_undefined_at_the_bindings_is_not_the_derivative_there(answer: str) -> None:
     result = check(EVALUATOR, "a * b", {"a": 1, "b": 2}, {"derivatives": {"a": answer}})
     assert result["results"][3]["verdict"] == "incorrect"
+
+
+@pytest.mark.parametrize(
+    ("answer", "construct"),
+    [("Value(2)", "Value"), ("a += 1", "+="), ("a.backward()", ".backward"), ("print(1)", "print"),
+     ("return 1", "return"), ("a.data", ".data")],
+)  # fmt: skip
+def test_a_program_construct_in_an_answer_is_named_as_one(answer: str, construct: str) -> None:
+    # The parser's own advice is for programs ("declares an input on a line of its own"): an
+    # answer is told to be one expression.
+    result = check(EVALUATOR, "a * b", {"a": 1, "b": 2}, {"value": answer})
+    feedback = result["results"][0]["feedback"]
+    assert feedback["code"] == "unparsable"
+    assert feedback["message"] == (
+        "The answer must be one expression, not a program: write the number or formula alone, "
+        f"without '{construct}'."
+    )
