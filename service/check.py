@@ -586,6 +586,11 @@ def _parse_answer(text: str) -> ParsedExpression:
         program = _PROGRAM_ONLY.search(text)
         if program is not None:  # the parser's advice would be for a program: not the learner's
             raise _program_construct(program) from None
+        if error.kind == "variable_exponent":  # the parser's reason is the engine's gradients
+            message = _(
+                "the answers' language has constant exponents only: write x ** y as exp(y * log(x))"
+            )
+            error = ExpressionError(error.kind, message, error.span)
         raise _unparsable(error) from None
     except AutogradError as error:  # a constant part out of domain
         raise _unparsable(error) from None

@@ -938,3 +938,12 @@ def test_a_program_construct_in_an_answer_is_named_as_one(answer: str, construct
         "The answer must be one expression, not a program: write the number or formula alone, "
         f"without '{construct}'."
     )
+
+
+def test_a_variable_exponent_in_an_answer_is_told_how_to_write_it() -> None:
+    answers = {"derivatives": {"a": "b*a**(b-1)", "b": "log(a)*exp(b*log(a))"}}
+    result = check(EVALUATOR, "exp(b*log(a))", {"a": 2, "b": 3}, answers)
+    feedback = {item["item"]: item["feedback"] for item in result["results"]}
+    assert "write x ** y as exp(y * log(x))" in feedback["derivatives.a"]["message"]
+    assert "gradient" not in feedback["derivatives.a"]["message"]
+    assert feedback["derivatives.b"]["code"] == "correct"
