@@ -36,6 +36,7 @@ from service.api.config import (
     check_variables,
     cors_origins,
     limits_from,
+    log_level,
     request_costs,
 )
 from service.api.problems import ProblemApi
@@ -75,7 +76,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.config.from_prefixed_env(ENVIRONMENT_PREFIX)
     app.config.update(config or {})
     app.config["MAX_CONTENT_LENGTH"] = body_limit(app.config)
-    logs.configure(app.config["LOG_LEVEL"])
+    logs.configure(log_level(app.config))
     app.extensions[costs.EXTENSION] = request_costs(app.config)
     app.extensions[EXTENSION] = Evaluator(
         limits_from(app.config), cache_size(app.config), cache_nodes(app.config)

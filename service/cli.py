@@ -27,6 +27,7 @@ from service.api.config import (
     DEFAULTS,
     ENVIRONMENT_PREFIX,
     ConfigurationError,
+    check_settings,
     check_variables,
     limits_from,
     symbolic_limits,
@@ -198,6 +199,7 @@ def _settings() -> tuple[Limits, SymbolicLimits]:
     config = Config(os.getcwd(), DEFAULTS)
     check_variables(os.environ)
     config.from_prefixed_env(ENVIRONMENT_PREFIX)
+    check_settings(config)  # those only the server uses too: one refused there is refused here
     return limits_from(config), symbolic_limits(config)
 
 

@@ -484,3 +484,16 @@ def test_a_misspelt_setting_stops_the_cli(
     monkeypatch.setenv("AUTOGRAD_MAX_STATMENTS", "2")
     assert main(["eval", "a", "a=1"]) == 2
     assert "did you mean AUTOGRAD_MAX_STATEMENTS?" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [("AUTOGRAD_REQUEST_BUDGET", "NaN"), ("AUTOGRAD_LOG_LEVEL", "chatty"),
+     ("AUTOGRAD_PICTURE_RATE", "0"), ("AUTOGRAD_CACHE_SIZE", "-1")],
+)  # fmt: skip
+def test_a_setting_the_server_refuses_stops_the_cli_too(
+    variable: str, value: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv(variable, value)
+    assert main(["eval", "a", "a=1"]) == 2
+    assert capsys.readouterr().err.startswith(f"error: {variable} must be")

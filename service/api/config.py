@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import logging
 import math
 import os
 from collections.abc import Mapping
@@ -214,6 +215,39 @@ def symbolic_limits(config: Mapping[str, Any]) -> SymbolicLimits:
         max_nodes=int(_positive(config, "MAX_SYMBOLIC_NODES", int)),
         seconds=float(_positive(config, "SYMBOLIC_SECONDS", float, minimum=0.001)),
     )
+
+
+def log_level(config: Mapping[str, Any]) -> int:
+    """The logging level LOG_LEVEL names (`info`, `warning`, ...)."""
+    level = config["LOG_LEVEL"]
+    numeric = logging.getLevelName(str(level).upper())
+    if not isinstance(numeric, int):
+        raise ConfigurationError(
+            _(
+                "AUTOGRAD_LOG_LEVEL must be a logging level such as info, not {level}",
+                level=repr(level),
+            )
+        )
+    return numeric
+
+
+def picture_rate(config: Mapping[str, Any]) -> tuple[float, int]:
+    """Pictures a worker draws per second, and in a burst."""
+    rate = _positive(config, "PICTURE_RATE", float, minimum=1e-6)
+    return rate, int(_positive(config, "PICTURE_BURST", int))
+
+
+def check_settings(config: Mapping[str, Any]) -> None:
+    """Every setting read as the server reads it at start, a wrong one refused the same way:
+    for the command line, which uses only some of them."""
+    limits_from(config)
+    symbolic_limits(config)
+    body_limit(config)
+    cache_size(config)
+    cache_nodes(config)
+    request_costs(config)
+    log_level(config)
+    picture_rate(config)
 
 
 def body_limit(config: Mapping[str, Any]) -> int:

@@ -6,9 +6,6 @@ import json
 import logging
 from datetime import UTC, datetime
 
-from service.api.config import ConfigurationError
-from service.i18n import _
-
 LOGGER = logging.getLogger("service.api")
 _CONTEXT = ("request_id", "method", "path")  # request fields a record may carry as `extra`
 
@@ -29,18 +26,10 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str)
 
 
-def configure(level: str) -> None:
-    """Log at `level` (a name such as `info`); every app of the process shares the one handler."""
+def configure(level: int) -> None:
+    """Log at `level` (see `config.log_level`); every app of the process shares the one handler."""
     if not LOGGER.handlers:
         handler = logging.StreamHandler()
         handler.setFormatter(JsonFormatter())
         LOGGER.addHandler(handler)
-    numeric = logging.getLevelName(str(level).upper())
-    if not isinstance(numeric, int):
-        raise ConfigurationError(
-            _(
-                "AUTOGRAD_LOG_LEVEL must be a logging level such as info, not {level}",
-                level=repr(level),
-            )
-        )
-    LOGGER.setLevel(numeric)
+    LOGGER.setLevel(level)

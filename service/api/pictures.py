@@ -11,7 +11,7 @@ from flask import Flask, Response, current_app
 
 from service import pictures
 from service.api import evaluator, json_response, language
-from service.api.config import _positive
+from service.api.config import picture_rate
 from service.api.problems import problem_response
 from service.i18n import _
 from service.kinds import problem_body
@@ -46,10 +46,7 @@ class TokenBucket:
 def init_app(app: Flask) -> None:
     """The app's picture rate; the fonts are loaded here, so a preloading gunicorn master
     has matplotlib ready before it forks its workers."""
-    app.extensions[EXTENSION] = TokenBucket(
-        _positive(app.config, "PICTURE_RATE", float, minimum=1e-6),
-        _positive(app.config, "PICTURE_BURST", int),
-    )
+    app.extensions[EXTENSION] = TokenBucket(*picture_rate(app.config))
     pictures.warm_up()
 
 
