@@ -32,6 +32,7 @@ from service.api.config import (
     limits_from,
     symbolic_limits,
 )
+from service.api.request import NonFiniteNumber
 from service.derivatives import Differentiator, SymbolicLimits
 from service.errors import AutogradError, line_feeds
 from service.evaluator import DEFAULT_GRANULARITY, GRANULARITIES, Evaluator
@@ -73,21 +74,25 @@ def _integer(text: str) -> int:
     return int(_written(_INTEGER, text))
 
 
-def _binding(text: str) -> tuple[str, float]:
+def _binding(text: str) -> tuple[str, float | NonFiniteNumber]:
     name, sep, value = text.partition("=")
     if not sep or not name:
         raise argparse.ArgumentTypeError(f"expected NAME=NUMBER, got {text!r}")
     try:
-        return name.strip(), _number(value)
+        number = _number(value)
     except ValueError:
         message = f"{name} must be bound to a number, got {value!r}"
         raise argparse.ArgumentTypeError(message) from None
+    if math.isinf(number) and "inf" not in value.lower():
+        # `1e400`: refused by the core as the HTTP API refuses the JSON number, saying why
+        return name.strip(), NonFiniteNumber(value.strip(_JSON_WHITESPACE))
+    return name.strip(), number
 
 
-def _bindings(texts: Sequence[str]) -> dict[str, float]:
+def _bindings(texts: Sequence[str]) -> dict[str, float | NonFiniteNumber]:
     """Each NAME=NUMBER read; a name bound twice is refused, as the HTTP API refuses a key given
     twice, rather than one of its values silently kept."""
-    bindings: dict[str, float] = {}
+    bindings: dict[str, float | NonFiniteNumber] = {}
     for text in texts:
         name, value = _binding(text)
         if name in bindings:
@@ -427,7 +432,7 @@ def _axis(text: str) -> Axis:
         raise argparse.ArgumentTypeError(message) from None
 
 
-def _point(text: str) -> dict[str, float]:
+def _point(text: str) -> dict[str, float | NonFiniteNumber]:
     return _bindings([part for part in text.split(",") if part.strip()])
 
 

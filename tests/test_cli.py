@@ -425,6 +425,8 @@ def test_a_binding_that_is_not_finite_is_the_cores_refusal(
     status, printed, _ = run(["eval", "x", f"x={value}"], capsys)
     assert status == 2
     assert printed["type"].endswith("/invalid-binding")
+    if value == "1e400":  # said as the HTTP API says it of the JSON number
+        assert printed["detail"].endswith("not 1e400, which overflows a 64-bit float")
 
 
 @pytest.mark.parametrize("indent", ["1000", "17", "-1", "1_0", "\u0663"])
