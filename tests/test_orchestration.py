@@ -64,9 +64,20 @@ def _seconds(value: str) -> int:
 
 
 def test_the_swarm_proxy_uses_the_shared_limits_and_error_pages() -> None:
-    for snippet in ("limits.conf", "errors.conf", "private.conf"):
+    for snippet in ("limits.conf", "errors.conf", "private.conf", "plots.conf"):
         assert f"include /etc/nginx/autograd/{snippet};" in SWARM_PROXY
         assert f"include /etc/nginx/autograd/{snippet};" in COMPOSE_PROXY
+
+
+def test_both_proxies_keep_plots_and_only_what_the_app_says_may_be_kept() -> None:
+    plots = (NGINX / "plots.conf").read_text()
+    for proxy in (SWARM_PROXY, COMPOSE_PROXY):
+        assert re.search(r"proxy_cache_path /tmp/\S+ .*keys_zone=plots:", proxy)
+    # No `proxy_cache_valid`: nginx then keeps only answers whose Cache-Control allows it (the
+    # GET plots), and the request id is never a kept answer's.
+    assert "proxy_cache plots;" in plots and "proxy_cache_valid" not in plots
+    assert "proxy_hide_header X-Request-ID;" in plots
+    assert "proxy_cache_methods" not in plots  # GET and HEAD only, nginx's default
 
 
 def test_the_swarm_proxy_follows_replicas_through_dns() -> None:

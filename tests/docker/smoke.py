@@ -119,9 +119,15 @@ def check_bad_expression(base_url: str) -> None:
 
 def check_sweep_plot(base_url: str) -> None:
     # matplotlib and its font cache are in the image: the GET form an <img> uses draws a plot.
-    reply = fetch(base_url, "/v1/sweep?expression=x*tanh(x)&vary=x:-3:3:50&bind=x:1")
+    url = "/v1/sweep?expression=x*tanh(x)&vary=x:-3:3:50&bind=x:1"
+    reply = fetch(base_url, url)
     expect_status(reply, 200, "image/svg+xml")
     expect(b"<svg" in reply.body, "the plot is not an SVG document")
+    if "x-cache-status" in reply.headers:  # behind nginx (nginx/plots.conf): kept, drawn once
+        again = fetch(base_url, url)
+        expect(again.headers["x-cache-status"] == "HIT", f"not kept: {again.headers}")
+        expect(again.body == reply.body, "the kept plot differs from the one drawn")
+        expect(again.headers["x-request-id"] != reply.headers["x-request-id"], "a kept request id")
 
 
 def check_graph_svg(base_url: str) -> None:
