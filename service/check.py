@@ -886,13 +886,15 @@ class _Symbolic:
         used = [node["label"] for node in nodes if node["kind"] == "variable"]
         self.at = {name: bound[name].data for name in dict.fromkeys([*used, *parsed.inputs])}
         self.piece = _relu_states(document)
+        self.document = document
 
     def sample(self) -> list[tuple[dict[str, float], dict[str, Any], Mistakes]]:
-        """Up to SAMPLE_POINTS points where the expression and its gradients are finite, the
-        same on every run: grading must not depend on luck."""
+        """The bindings themselves, where the learner was asked, then up to SAMPLE_POINTS
+        points where the expression and its gradients are finite, the same on every run:
+        grading must not depend on luck."""
         if self.points is None:
             rng = random.Random(0)  # noqa: S311 - reproducible points, not secrets
-            self.points = []
+            self.points = [(self.at, self.document, Mistakes(self.expression, self.document))]
             for attempt in range(2 * SAMPLE_TRIES):
                 if attempt < SAMPLE_TRIES:
                     # Half the tries may be negative; later ones stay positive, for log and powers.
@@ -914,7 +916,7 @@ class _Symbolic:
                 if _relu_states(document) != self.piece:
                     continue
                 self.points.append((point, document, Mistakes(self.expression, document)))
-                if len(self.points) == SAMPLE_POINTS:
+                if len(self.points) == 1 + SAMPLE_POINTS:
                     break
         return self.points
 
@@ -990,9 +992,10 @@ class _Symbolic:
             return False
 
     def at_points(self, answer: ParsedExpression, name: str) -> dict[str, Any] | None:
-        """The answer judged at the sample points; None when there are none to judge it at."""
+        """The answer judged at the bindings and the sample points; None when no sample point
+        lies on the bindings' piece, where one point cannot tell a formula from another."""
         samples = self.sample()
-        if not samples:
+        if len(samples) == 1:
             return None
         if _value_of(answer, self.at) is None:  # `b*(a-1)/(a-1)` at a = 1: no derivative there
             return _incorrect()

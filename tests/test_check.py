@@ -947,3 +947,19 @@ def test_a_variable_exponent_in_an_answer_is_told_how_to_write_it() -> None:
     assert "write x ** y as exp(y * log(x))" in feedback["derivatives.a"]["message"]
     assert "gradient" not in feedback["derivatives.a"]["message"]
     assert feedback["derivatives.b"]["code"] == "correct"
+
+
+@pytest.mark.parametrize(
+    ("expression", "bindings", "answer"),
+    [("x**2", {"x": 3}, "2*x + relu(x - 2.6)"), ("x**2", {"x": 10}, "2*x + relu(x - 3)"),
+     ("a*b", {"a": 100, "b": 100}, "b + relu(a - 50)")],
+)  # fmt: skip
+def test_an_answer_wrong_only_near_the_bindings_is_wrong(
+    expression: str, bindings: dict[str, float], answer: str
+) -> None:
+    # The sample points lie between 0.2 and 2.5 in size; the bindings are judged too, being where
+    # the learner was asked.
+    name = next(iter(bindings))
+    result = check(EVALUATOR, expression, bindings, {"derivatives": {name: answer}})
+    [item] = [item for item in result["results"] if item["item"] == f"derivatives.{name}"]
+    assert item["verdict"] == "incorrect"
