@@ -67,7 +67,7 @@ STYLE: dict[str, Any] = {
     "axes.grid": True,
     "grid.alpha": 0.3,
 }
-_TITLE = 70  # characters of the expression shown above a plot
+_TITLE = 60  # characters of the expression shown above a plot: the figure's width
 _BOTTOM = 0.11  # the figure's share under the axes: the x axis's ticks and label
 _LEGEND_ROW = 0.06  # and more for each row of a legend under them
 _ARROWS = 20  # gradient arrows along each side of a grid plot
@@ -113,7 +113,9 @@ def plot(
         ax = figure.add_subplot()
         # One line: a title that wraps grows upwards, off the top of the figure.
         title = " ".join((sweep["expression"] if title is None else title).split())
-        ax.set_title(f"f = {title if len(title) <= _TITLE else title[: _TITLE - 1] + '…'}")
+        # over the whole figure, not the axes, which a grid's colour bar pushes left
+        shown = title if len(title) <= _TITLE else title[: _TITLE - 1] + "…"
+        figure.suptitle(f"f = {shown}", y=0.985)
         if value.ndim == 2:
             _grid(ax, figure, axes, value, gradients, bindings)
         elif not explicit and len(axes) == 1:
@@ -184,8 +186,10 @@ def _line(
         if marked is not None and marked["value"] is not None:
             ax.plot([at], [marked["value"]], "o", color="tab:blue")
             ax.plot([at], [marked["gradients"][name]], "o", color="tab:orange")
+            right = at > (x.min() + x.max()) / 2  # the text toward the middle, over the plot
             ax.annotate(f"{name} = {at:g}", (at, marked["value"]), textcoords="offset points",
-                        xytext=(6, 6))  # fmt: skip
+                        xytext=(-6 if right else 6, 6),
+                        ha="right" if right else "left")  # fmt: skip
     _legend_below(ax)
 
 
@@ -217,12 +221,16 @@ def _grid(
         and _within(bindings[first], x)
         and _within(bindings[second], y)
     ):
-        at = f"{first} = {bindings[first]:g}, {second} = {bindings[second]:g}"
+        at = f"({bindings[first]:g}, {bindings[second]:g})"  # the axes' labels name them
         ax.plot([bindings[first]], [bindings[second]], "o", color="tab:red")
         # named beside the point, on a patch of its own: a legend in a corner could hide it
         patch = {"boxstyle": "round", "fc": "white", "alpha": 0.8}
+        # on the side of the point toward the middle, so that it stays over the plot
+        right = bindings[first] > (x.min() + x.max()) / 2
+        above = bindings[second] > (y.min() + y.max()) / 2
         ax.annotate(at, (bindings[first], bindings[second]), textcoords="offset points",
-                    xytext=(6, 6), bbox=patch)  # fmt: skip
+                    xytext=(-6 if right else 6, -6 if above else 6), bbox=patch,
+                    ha="right" if right else "left", va="top" if above else "bottom")  # fmt: skip
 
 
 def _span(set_limits: Callable[[float, float], Any], axis: np.ndarray) -> None:

@@ -43,11 +43,11 @@ class ProxyAnswer:
 
 
 ANSWERS = (
-    # 494: request headers too large, which nginx answers as a 400; 505: an HTTP version it does
-    # not speak, answered as a 400 too
+    # 494: request headers too large, which nginx answers as a 400; 414: a URI too long, 501: a
+    # transfer coding it does not speak, 505: an HTTP version it does not, answered as 400s too
     ProxyAnswer(
         "bad-request",
-        (400, 494, 505),
+        (400, 494, 414, 501, 505),
         "bad-request",
         _(
             "the request could not be read: its request line, headers or body encoding are "
@@ -60,6 +60,13 @@ ANSWERS = (
         (404,),
         "not-found",
         _("nothing is at this path; the API is described at /docs"),
+    ),
+    # a method nginx refuses before any location (TRACE)
+    ProxyAnswer(
+        "method-not-allowed",
+        (405,),
+        "method-not-allowed",
+        _("this method is not allowed; the API takes GET, POST and OPTIONS"),
     ),
     ProxyAnswer(
         "request-timeout",

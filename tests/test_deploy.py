@@ -102,7 +102,9 @@ def _nginx_string(quoted: str) -> str:
     return re.sub(r"\\(.)", r"\1", quoted)
 
 
-@pytest.mark.parametrize("status", [400, 404, 408, 413, 429, 500, 502, 503, 504, 505])
+@pytest.mark.parametrize(
+    "status", [400, 404, 405, 408, 413, 414, 429, 500, 501, 502, 503, 504, 505]
+)
 def test_nginx_answers_its_own_errors_with_problems(status: int) -> None:
     # An internal location, not a named one: nginx can hand a request whose request line it
     # could not read only to a URI.

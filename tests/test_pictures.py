@@ -80,7 +80,7 @@ def test_a_grid_plot_has_contours_arrows_and_both_axes(client: FlaskClient) -> N
     assert response.status_code == 200
     found = texts(response.data)
     assert {"x", "y", "f"} <= set(found)  # both axes and the colour bar
-    assert "x = 0.5, y = -0.25" in found
+    assert "(0.5, -0.25)" in found  # the binding, named beside its point
     ids = {element.get("id") for element in ET.fromstring(response.data).iter()}
     assert any(i and i.startswith("QuadContourSet") for i in ids)
     assert any(i and i.startswith("Quiver") for i in ids)

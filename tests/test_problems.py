@@ -543,6 +543,10 @@ def test_pictures_have_their_own_rate(small: FlaskClient) -> None:
     response = small.post("/v1/sweep", json=_line(5), headers=svg)
     problem(response, "too-many-pictures")
     assert int(response.headers["Retry-After"]) >= 1
+    # A refusal from a URL is never kept, as the plot would be.
+    url = "/v1/sweep?expression=x*x&vary=x:0:1:5&format=svg"
+    refused = small.get(url, headers={"If-None-Match": "*"})
+    assert refused.status_code == 429 and "Cache-Control" not in refused.headers
     # JSON and text drawings are not pictures: they are still answered.
     assert small.post("/v1/sweep", json=_line(5)).status_code == 200
     lesson = {"expression": "a * b", "bindings": {"a": 1, "b": 2}, "format": "dot"}

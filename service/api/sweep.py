@@ -277,6 +277,8 @@ def plot(body: dict[str, Any]) -> Response:
     response = respond(document, body, None if body["format"] == "json" else body["format"])
     # The URL and the language decide the answer, byte for byte: browsers and a cache in front
     # keep it, so a page that a whole class opens draws its plot once, not once per learner.
+    if response.status_code != 200:  # a refusal (too many pictures just now) is not kept
+        return response
     response.cache_control.public = True
     response.cache_control.max_age = PLOT_CACHE_SECONDS
     response.add_etag()
