@@ -573,3 +573,6 @@ def test_a_plus_left_as_it_is_in_a_url_gets_a_hint(client: FlaskClient) -> None:
     assert encoded.get_json()["value"] == [2.0, 2.5, 3.0]
     plain = client.get("/v1/sweep?expression=x*&vary=x:0:1:3&format=json")
     assert "%2B" not in plain.get_json()["detail"]
+    # a signed number in `bind` or `vary` the same
+    signed = client.get("/v1/sweep?expression=x*y&vary=x:0:1:3&bind=y:+2&format=json")
+    assert signed.get_json()["detail"].endswith("(in a URL a + stands for a space: write + as %2B)")

@@ -133,6 +133,15 @@ class _Text(fields.Field):  # type: ignore[type-arg]
         match = self.regex.fullmatch(value) if isinstance(value, str) else None
         if match is None:
             shown = repr(value) if isinstance(value, str) else type(value).__name__
+            if isinstance(value, str) and " " in value:  # `y:+2` in the URL: its + read as a space
+                raise ValidationError(
+                    _(
+                        "expected the form {example}, not {value} (in a URL a + stands for a "
+                        "space: write + as %2B)",
+                        example=self.example,
+                        value=shown,
+                    )
+                )
             raise ValidationError(
                 _(
                     "expected the form {example}, not {value} (a number has at most 20 digits "
