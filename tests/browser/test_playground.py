@@ -440,3 +440,24 @@ def test_an_assignment_the_output_does_not_use_is_marked_as_a_warning(visit: Vis
     editor.fill("x = Value(2.0)\ny = x * x")
     mark.wait_for(state="detached", timeout=5_000)
     visit.until("document.querySelector('#expression-message').textContent === ''")
+
+
+def test_a_name_a_declaring_program_never_defines_is_warned_about(visit: Visit) -> None:
+    # Python would stop at `wieght` (a NameError): the page gives it a slider, as any input,
+    # and marks where it is read.
+    program = "weight = Value(3.0)\ncost = wieght * 15.0"
+    visit.open("?" + urlencode({"expression": program}))
+    # (the declaration the output then does not use is marked too, as the API warns)
+    mark = visit.page.locator(".editor-mirror mark.unused", has_text="wieght")
+    mark.wait_for(timeout=5_000)
+    assert mark.text_content() == "wieght"
+    message = visit.page.locator("#expression-message").text_content() or ""
+    assert message.startswith("wieght: neither declared nor assigned, so it starts at 1 here")
+    assert visit.page.locator("#result").text_content() == "cost = 15"
+    visit.page.locator("[data-lang=et]").click()
+    visit.until(
+        "document.querySelector('#expression-message').textContent.startsWith("
+        "'wieght: pole deklareeritud ega omistatud')"
+    )
+    visit.page.locator("#expression").fill("weight = Value(3.0)\ncost = weight * 15.0")
+    mark.wait_for(state="detached", timeout=5_000)

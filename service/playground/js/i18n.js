@@ -56,6 +56,8 @@ const STRINGS = {
     legend: "Grey arrows carry values forward. Orange arrows carry gradient back, labelled incoming × local = contribution. Keys: ← → step, space plays.",
     localGradient: "local derivative",
     stale: "The graph shows the last expression that worked.",
+    undeclared:
+      "{names}: neither declared nor assigned, so it starts at 1 here; Python would stop with a NameError (a typo?)",
     unreachable: "The service could not be reached: {detail}",
     panelsHeading: "Explore",
     plotTab: "Plot",
@@ -148,6 +150,8 @@ const STRINGS = {
     legend: "Серые стрелки несут значения вперёд. Оранжевые несут градиент назад, с подписью входящий × локальная производная = вклад. Клавиши: ← → шаг, пробел — Play.",
     localGradient: "локальная производная",
     stale: "Граф показывает последнее выражение, которое удалось разобрать.",
+    undeclared:
+      "{names}: не объявлено и не присвоено, поэтому здесь начинается с 1; Python остановился бы с NameError (опечатка?)",
     unreachable: "Сервис недоступен: {detail}",
     panelsHeading: "Исследовать",
     plotTab: "График",
@@ -240,6 +244,8 @@ const STRINGS = {
     legend: "Hallid nooled kannavad väärtusi edasi. Oranžid nooled kannavad gradienti tagasi, sildiga sissetulev × lokaalne tuletis = panus. Klahvid: ← → samm, tühik on Play.",
     localGradient: "lokaalne tuletis",
     stale: "Graaf näitab viimast avaldist, mis töötas.",
+    undeclared:
+      "{names}: pole deklareeritud ega omistatud, seega algab siin väärtusest 1; Python peatuks NameErroriga (kirjaviga?)",
     unreachable: "Teenusega ei saanud ühendust: {detail}",
     panelsHeading: "Uuri",
     plotTab: "Graafik",

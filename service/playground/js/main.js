@@ -20,6 +20,7 @@ const preferred = LANGUAGES.find((lang) => (navigator.language || "en").toLowerC
 const state = readState(window.location.search, preferred);
 let variables = []; // the inputs of the expression that last parsed, in order of first use
 let declared = {}; // a program's declared defaults, by input name
+let undeclared = []; // the warning for names a declaring program reads but never defines
 let evaluation = null; // the last /v1/gradients document
 let playing = null; // the interval of Play, while it plays
 
@@ -97,6 +98,7 @@ async function parse() {
   }
   editor.clearProblem();
   ({ names: variables, defaults: declared } = inputsOf(reply.data));
+  undeclared = undeclaredWarning(reply.data);
   // A program may declare its inputs (`x = Value(2)`): where the service did not list the
   // default, the first evaluation leaves the input unbound and the slider takes the value the
   // service used. Any other new input starts at 1.
@@ -108,6 +110,20 @@ async function parse() {
   }
   showSliders();
   evaluate();
+}
+
+// A program that declares its inputs (`x = Value(2.0)`) and reads a name it neither declares nor
+// assigns: Python would stop there (a NameError), most often at a typo. Such a name gets a slider
+// like any input, and a warning where it is first read.
+function undeclaredWarning(structure) {
+  if (!Object.keys(declared).length) return [];
+  const names = variables.filter((name) => !(name in declared));
+  const reads = structure.graph.nodes.filter(
+    (node) => node.kind === "variable" && names.includes(node.name ?? node.label),
+  );
+  if (!reads.length) return [];
+  const span = reads.map((node) => node.span).reduce((a, b) => (b[0] < a[0] ? b : a));
+  return [{ message: t("undeclared", { names: names.join(", ") }), span }];
 }
 
 function bound(name) {
@@ -164,7 +180,7 @@ async function evaluate() {
       showProblem(reply.problem);
       continue;
     }
-    editor.showWarnings(reply.data.warnings ?? []);
+    editor.showWarnings([...undeclared, ...(reply.data.warnings ?? [])]);
     evaluation = reply.data;
     const adopted = evaluation.graph.nodes.filter(
       (n) => n.kind === "variable" && variables.includes(n.name ?? n.label) && !bound(n.name ?? n.label),
