@@ -549,8 +549,7 @@ def unbound(parsed: ParsedExpression, missing: list[str], unknown: list[str]) ->
         )
     else:
         message = _("no value given for {missing}", missing=", ".join(missing))
-    uses = [span for span in map(parsed.first_use, missing) if span is not None]
-    span = min(uses, default=None)  # the first in the text of them all
+    span = parsed.first_use(frozenset(missing))  # the first in the text of them all
     return BindingError("unbound_variables", message, missing, span=span).at(parsed.text)
 
 

@@ -18,7 +18,7 @@ import math
 import operator
 import re
 import unicodedata
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -146,13 +146,13 @@ class ParsedExpression:
     def _postorder(self) -> list[Node]:
         return postorder(self.root)
 
-    def first_use(self, name: str) -> Span | None:
-        """Where the output first reads the input `name` in the text: the name itself, not the
-        brackets a read's span takes in (`(b)`)."""
-        reads = [node.span for node in self.postorder() if node.name == name]
+    def first_use(self, names: Collection[str]) -> Span | None:
+        """Where the output first reads any of the inputs `names` in the text, in one pass over
+        the tree: the name itself, not the brackets a read's span takes in (`(b)`)."""
+        reads = [(node.span, node.name) for node in self.postorder() if node.name in names]
         if not reads:
             return None
-        start, end = min(reads)
+        (start, end), name = min(reads)
         written = re.search(rf"(?<![A-Za-z0-9_]){name}(?![A-Za-z0-9_])", self.text[start:end])
         return (start + written.start(), start + written.end()) if written else (start, end)
 

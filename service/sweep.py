@@ -276,7 +276,7 @@ def _check_points(
         if any(value is None for value in column):
             index = column.index(None)
             message = _("no value given for {name} at point {index}", name=name, index=index)
-            span = parsed.first_use(name)
+            span = parsed.first_use({name})
             raise BindingError("unbound_variables", message, [name], span=span).at(parsed.text)
         columns[name] = np.array(column, dtype=float)
     return columns

@@ -963,3 +963,18 @@ def test_an_answer_wrong_only_near_the_bindings_is_wrong(
     result = check(EVALUATOR, expression, bindings, {"derivatives": {name: answer}})
     [item] = [item for item in result["results"] if item["item"] == f"derivatives.{name}"]
     assert item["verdict"] == "incorrect"
+
+
+@pytest.mark.parametrize("tolerance", [{"absolute": "1"}, {"relative": "0.5"}, {"absolute": True}])
+def test_a_tolerance_is_a_number_not_its_text(
+    client: FlaskClient, tolerance: dict[str, Any]
+) -> None:
+    body = {
+        "expression": "a",
+        "bindings": {"a": 1},
+        "answers": {"value": 1.5},
+        "tolerance": tolerance,
+    }
+    response = client.post("/v1/check", json=body)
+    assert response.status_code == 422
+    assert "must be a finite number" in response.get_json()["detail"]

@@ -576,3 +576,12 @@ def test_a_plus_left_as_it_is_in_a_url_gets_a_hint(client: FlaskClient) -> None:
     # a signed number in `bind` or `vary` the same
     signed = client.get("/v1/sweep?expression=x*y&vary=x:0:1:3&bind=y:+2&format=json")
     assert signed.get_json()["detail"].endswith("(in a URL a + stands for a space: write + as %2B)")
+
+
+def test_a_query_that_is_no_utf8_is_refused_as_such(client: FlaskClient) -> None:
+    # `%FF` is no UTF-8: read as written it would be the remainder operator `%`.
+    response = client.get("/v1/sweep?expression=x%FF&vary=x:0:1:3&format=json")
+    assert response.status_code == 400
+    assert response.get_json()["detail"] == (
+        "the URL's query is not UTF-8 once its %-escapes are decoded"
+    )

@@ -838,12 +838,12 @@ class AnswersSchema(Schema):
 
 
 class ToleranceSchema(Schema):
-    relative = fields.Float(
+    relative = FiniteNumber(
         load_default=DEFAULT_TOLERANCE.relative,
         validate=validate.Range(min=0, max=1),
         metadata={"description": "Allowed error relative to |expected|."},
     )
-    absolute = fields.Float(
+    absolute = FiniteNumber(
         load_default=DEFAULT_TOLERANCE.absolute,
         validate=validate.Range(min=0, max=1e300),
         metadata={"description": "Allowed absolute error, added to the relative one."},

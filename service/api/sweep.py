@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from typing import Any
+from urllib.parse import unquote_to_bytes
 
 import orjson
 from apispec import APISpec
@@ -29,6 +30,7 @@ from service.api.schemas import SweepRequestSchema, SweepSchema, expression_fiel
 from service.errors import BindingError, ExpressionError, LimitExceeded
 from service.evaluator import Evaluator
 from service.i18n import _
+from service.kinds import Problem
 
 blp = Blueprint(
     "sweep",
@@ -279,6 +281,11 @@ def plot(body: dict[str, Any]) -> Response:
     a parameter of one value given twice, is refused as a validation error. The URL and the
     language decide the answer, so it may be cached for a day (`Cache-Control`, `ETag`).
     """
+    try:  # %-escapes that are no UTF-8 stay as they are written: refused, not read as `%`
+        unquote_to_bytes(request.query_string.replace(b"+", b" ")).decode()
+    except UnicodeDecodeError as error:
+        message = _("the URL's query is not UTF-8 once its %-escapes are decoded")
+        raise Problem("bad-request", message) from error
     try:
         document = run(body)
     except ExpressionError as error:
