@@ -702,11 +702,15 @@ class NumericDerivativeSchema(Schema):
     h = _out(fields.Float, "The step used.")
     central = _out(
         fields.Float,
-        "(f(x + h) - f(x - h)) / 2h; null where f is undefined at a step.",
+        "(f(x + h) - f(x - h)) / 2h; null where f is undefined at a step, or where h is below "
+        "x's precision (x + h rounds to x).",
         allow_none=True,
     )
     forward = _out(
-        fields.Float, "(f(x + h) - f(x)) / h; null where f is undefined at x + h.", allow_none=True
+        fields.Float,
+        "(f(x + h) - f(x)) / h; null where f is undefined at x + h, or where h is below x's "
+        "precision.",
+        allow_none=True,
     )
     central_error = _out(
         fields.Float, "|central - symbolic value|; null if either is null.", allow_none=True
