@@ -288,6 +288,14 @@ def test_predict_first_marks_the_learners_gradients_in_their_language(visit: Vis
     assert visit.page.locator(".score").text_content() == (
         "Результат: 50% по 2 отвеченным; без ответа: 1"
     )
+    # A slip that is no number is judged on its own; the other answers still are.
+    fields.nth(2).fill("abc")
+    visit.page.locator("#predict-form button[type=submit]").click()
+    visit.until("document.querySelectorAll('ul.verdicts li.incorrect').length === 2")
+    classes = verdicts.evaluate_all("items => items.map(i => i.className)")
+    assert classes == ["verdict correct", "verdict incorrect", "verdict incorrect"]
+    assert "abc" in (verdicts.nth(2).locator(".feedback").text_content() or "")
+    assert visit.page.locator(".score").text_content() == "Результат: 33%"
 
 
 def test_a_panel_whose_endpoint_fails_says_so_and_the_page_goes_on(visit: Visit) -> None:

@@ -97,7 +97,6 @@ const STRINGS = {
     incorrect: "incorrect",
     unanswered: "unanswered",
     nothingToCheck: "Type at least one gradient first.",
-    notANumber: "{name}: type a number, such as -1.5.",
   },
   ru: {
     title: "Песочница autograd",
@@ -191,7 +190,6 @@ const STRINGS = {
     incorrect: "неверно",
     unanswered: "без ответа",
     nothingToCheck: "Сначала впиши хотя бы один градиент.",
-    notANumber: "{name}: впиши число, например -1.5.",
   },
   et: {
     title: "Autogradi liivakast",
@@ -285,7 +283,6 @@ const STRINGS = {
     incorrect: "vale",
     unanswered: "vastamata",
     nothingToCheck: "Kirjuta enne vähemalt üks gradient.",
-    notANumber: "{name}: kirjuta arv, näiteks -1.5.",
   },
 };
 

@@ -248,13 +248,9 @@ export class Panels {
       const text = input.value.trim().replace(",", ".").replace("−", "-");
       if (!text) continue;
       const number = Number(text);
-      if (!Number.isFinite(number)) {
-        predictMessage.textContent = t("notANumber", { name: input.name });
-        predictMessage.classList.add("error");
-        input.focus();
-        return;
-      }
-      gradients[input.name] = number;
+      // Anything else goes as typed: the service judges each answer on its own (`1/3` is a
+      // number too, `abc` is told it is not one), so one slip does not hold back the others.
+      gradients[input.name] = Number.isFinite(number) ? number : input.value.trim();
     }
     if (!Object.keys(gradients).length) {
       predictMessage.textContent = t("nothingToCheck");
