@@ -463,9 +463,9 @@ def run_sweep(args: argparse.Namespace, limits: Limits) -> int:
             text = json.dumps(json.loads(to_json(document)), indent=args.indent)
             return write(text.encode() + b"\n", args.save)
         return write(to_json(document) + b"\n", args.save)
-    marked = at_bindings(evaluator, args.expression, bindings, args.output)
+    at, marked = at_bindings(evaluator, args.expression, bindings, args.output)
     title = caption(evaluator, args.expression, args.output)
-    picture = plot(document, bindings, marked, args.format, args.point is not None, title)
+    picture = plot(document, at, marked, args.format, args.point is not None, title)
     return write(picture, args.save)
 
 

@@ -132,23 +132,24 @@ def at_bindings(
     expression: str,
     bindings: Mapping[str, float],
     output: str | None = None,
-) -> dict[str, Any] | None:
-    """Value and gradients at the bindings themselves (value None where that point fails), or
-    None when they do not give every input."""
+) -> tuple[dict[str, float], dict[str, Any] | None]:
+    """The point a plot marks: the bindings, a program's declared inputs at their defaults
+    unless bound; and the value and gradients there (value None where that point fails), or None
+    when the point does not give every input."""
     compiled = evaluator.compile(expression, "primitive", output)
     given = {**compiled.parsed.defaults, **bindings}
     if any(name not in given for name in compiled.parsed.variables):
-        return None
+        return given, None
     tape = tape_of(compiled)
     result = tape.run({name: given[name] for name in tape.slots}, 1)
     if result.failures:
-        return {"value": None, "gradients": {}}
+        return given, {"value": None, "gradients": {}}
     # every input, as the sweep has them: 0 for an input the output does not use
     gradients = {
         name: float(result.gradients[name][0]) if name in result.gradients else 0.0
         for name in compiled.parsed.inputs
     }
-    return {"value": float(result.value[0]), "gradients": gradients}
+    return given, {"value": float(result.value[0]), "gradients": gradients}
 
 
 def caption(evaluator: Evaluator, expression: str, output: str | None = None) -> str:

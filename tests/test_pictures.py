@@ -333,7 +333,8 @@ def test_a_line_along_an_input_the_output_does_not_use_marks_its_binding(
     response = client.post("/v1/sweep", json=body, headers={"Accept": "image/svg+xml"})
     assert response.status_code == 200
     assert "y = 0.5" in texts(response.data)
-    marked = sweeps.at_bindings(Evaluator(), body["expression"], body["bindings"])
+    at, marked = sweeps.at_bindings(Evaluator(), body["expression"], body["bindings"])
+    assert at == {"x": 2.0, "y": 0.5}  # x at its declared default
     assert marked == {"value": 4.0, "gradients": {"x": 4.0, "y": 0.0}}
 
 

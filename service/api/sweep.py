@@ -82,12 +82,9 @@ def respond(document: dict[str, Any], body: dict[str, Any], image: str | None) -
     if image is None:
         return json_response(sweeps.localized(document, language.current()))
     expression, output = body["expression"], body["output"]
-    # A program's declared input is at its default unless the request binds it: marked there.
-    defaults = evaluator().compile(expression, "primitive", output).parsed.defaults
-    bindings = {**defaults, **body["bindings"]}
-    marked = sweeps.at_bindings(evaluator(), expression, bindings, output)
+    at, marked = sweeps.at_bindings(evaluator(), expression, body["bindings"], output)
     title = sweeps.caption(evaluator(), expression, output)
-    return plot_response(document, bindings, marked, image, "points" in body, title)
+    return plot_response(document, at, marked, image, "points" in body, title)
 
 
 @blp.route("/sweep", methods=["POST"])
