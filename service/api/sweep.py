@@ -118,6 +118,10 @@ AXIS_PATTERN = f"^({_NAME}):({_NUMBER}):({_NUMBER}):([1-9][0-9]{{0,17}})$"
 BINDING_PATTERN = f"^({_NAME}):({_NUMBER})$"
 
 
+# A query string reads `+` as a space: said wherever one may have been meant.
+_PLUS_IS_A_SPACE = _("in a URL a + stands for a space: write + as %2B")
+
+
 class _Text(fields.Field):  # type: ignore[type-arg]
     """A query parameter in a fixed form, read by `pattern`'s groups."""
 
@@ -135,10 +139,10 @@ class _Text(fields.Field):  # type: ignore[type-arg]
             if isinstance(value, str) and " " in value:  # `y:+2` in the URL: its + read as a space
                 raise ValidationError(
                     _(
-                        "expected the form {example}, not {value} (in a URL a + stands for a "
-                        "space: write + as %2B)",
+                        "expected the form {example}, not {value} ({hint})",
                         example=self.example,
                         value=shown,
+                        hint=_PLUS_IS_A_SPACE,
                     )
                 )
             raise ValidationError(
@@ -245,7 +249,7 @@ def _with_url_hint(error: ExpressionError) -> ExpressionError:
     plus = any(name == b"expression" and b"+" in value for name, _, value in sent)
     if not plus or isinstance(error, LimitExceeded):
         return error
-    message = _("{detail} (in a URL a + stands for a space: write + as %2B)", detail=error.message)
+    message = _("{detail} ({hint})", detail=error.message, hint=_PLUS_IS_A_SPACE)
     hinted = ExpressionError(error.kind, message, error.span)
     hinted.line, hinted.column = error.line, error.column
     return hinted
