@@ -92,13 +92,16 @@ class BindingError(Located, AutogradError):
         variables: list[str],
         location: str | None = "/bindings",
         span: Span | None = None,
-        limit: tuple[str, int] | None = None,
+        limit: str | None = None,
+        maximum: float | None = None,
     ) -> None:
         super().__init__(kind, message)
         self.variables = variables
         self.span = span
-        # Too many bindings: the limit passed, named as /v1/operations names it, and its value.
+        # Too many bindings: the limit passed, named as /v1/operations names it, and its value,
+        # as a `LimitExceeded` has them.
         self.limit = limit
+        self.maximum = maximum
         # Over HTTP, the object of the request body whose keys the names are, as a JSON pointer;
         # None where they are not keys (a sweep's varied inputs).
         self.location = location

@@ -534,7 +534,8 @@ def too_many_bindings(count: int, maximum: int) -> BindingError:
         "too_many_bindings",
         _("{count} bindings; the limit is {maximum}", count=count, maximum=maximum),
         [],
-        limit=("max_bindings", maximum),
+        limit="max_bindings",
+        maximum=maximum,
     )
 
 

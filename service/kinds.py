@@ -150,12 +150,10 @@ def core_problem(error: AutogradError) -> dict[str, Any]:
         line, column = getattr(error, "line", None), getattr(error, "column", None)
         if line is not None:
             extensions["position"].update(line=line, column=column)
-    if isinstance(error, LimitExceeded | RequestTooLarge):
+    if isinstance(error, LimitExceeded | RequestTooLarge | BindingError) and error.limit:
         extensions.update(limit=error.limit, maximum=error.maximum)
     if isinstance(error, BindingError):
         extensions["variables"] = list(error.variables)
-        if error.limit is not None:
-            extensions.update(limit=error.limit[0], maximum=error.limit[1])
     if isinstance(error, DomainError):
         extensions["node"] = error.node
     return problem_body(slug(error.kind), error.message, **extensions)
