@@ -22,11 +22,14 @@ from service.kinds import KINDS, PROXY_KINDS, type_uri
 PAGES = "/autograd-problems/"
 
 
+_KINDS = {**KINDS, **PROXY_KINDS}
+
+
 @dataclass(frozen=True)
 class ProxyAnswer:
-    """What nginx answers for the statuses `statuses`, from the internal location `PAGES + page`."""
+    """What nginx answers for the statuses `statuses`: a problem of `kind`, from the internal
+    location `PAGES + kind`."""
 
-    page: str
     statuses: tuple[int, ...]
     kind: str
     detail: Message
@@ -34,10 +37,10 @@ class ProxyAnswer:
 
     @property
     def status(self) -> int:
-        return {**KINDS, **PROXY_KINDS}[self.kind][0]
+        return _KINDS[self.kind][0]
 
     def document(self, locale: str) -> dict[str, object]:
-        status, title = {**KINDS, **PROXY_KINDS}[self.kind]
+        status, title = _KINDS[self.kind]
         problem = {"type": type_uri(self.kind), "title": title, "status": status}
         return {**localized(problem, locale), "detail": self.detail.translate(locale)}
 
@@ -46,7 +49,6 @@ ANSWERS = (
     # 494: request headers too large, which nginx answers as a 400; 414: a URI too long, 501: a
     # transfer coding it does not speak, 505: an HTTP version it does not, answered as 400s too
     ProxyAnswer(
-        "bad-request",
         (400, 494, 414, 501, 505),
         "bad-request",
         _(
@@ -56,26 +58,22 @@ ANSWERS = (
     ),
     # nginx's own: its pages' locations asked for from outside, or a path it keeps (/metrics)
     ProxyAnswer(
-        "not-found",
         (404,),
         "not-found",
         _("nothing is at this path; the API is described at /docs"),
     ),
     # a method nginx refuses before any location (TRACE)
     ProxyAnswer(
-        "method-not-allowed",
         (405,),
         "method-not-allowed",
         _("this method is not allowed; the API takes GET, POST and OPTIONS"),
     ),
     ProxyAnswer(
-        "request-timeout",
         (408,),
         "request-timeout",
         _("the request did not arrive in time; send it again, all at once"),
     ),
     ProxyAnswer(
-        "body-too-large",
         (413,),
         "body-too-large",
         _(
@@ -84,7 +82,6 @@ ANSWERS = (
         ),
     ),
     ProxyAnswer(
-        "too-many-requests",
         (429,),
         "too-many-requests",
         _(
@@ -94,27 +91,23 @@ ANSWERS = (
         retry_after=1,
     ),
     ProxyAnswer(
-        "internal-error",
         (500,),
         "internal-error",
         _("the proxy failed unexpectedly; the request id identifies the failure in its logs"),
     ),
     ProxyAnswer(
-        "bad-gateway",
         (502,),
         "bad-gateway",
         _("the service stopped before it answered; try again"),
         retry_after=1,
     ),
     ProxyAnswer(
-        "unavailable",
         (503,),
         "service-busy",
         _("the service cannot take the request now; try again shortly"),
         retry_after=1,
     ),
     ProxyAnswer(
-        "gateway-timeout",
         (504,),
         "gateway-timeout",
         _("the service did not answer in time; try again with a smaller request"),
@@ -171,9 +164,9 @@ def render() -> str:
     for answer in ANSWERS:
         for status in answer.statuses:  # `=400`: a status answered as another is sent as that
             code = "" if status == answer.status else f"={answer.status} "
-            lines.append(f"error_page {status} {code}{PAGES}{answer.page};")
+            lines.append(f"error_page {status} {code}{PAGES}{answer.kind};")
     for answer in ANSWERS:
-        lines += ["", f"location = {PAGES}{answer.page} {{"]
+        lines += ["", f"location = {PAGES}{answer.kind} {{"]
         lines += [
             "    internal;",
             "    default_type application/problem+json;",
