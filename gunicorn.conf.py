@@ -44,7 +44,20 @@ bind = f"0.0.0.0:{os.environ.get('PORT', '8000')}"
 # Evaluating and differentiating an expression is pure CPU work: more busy workers than cores only
 # take turns on the same CPUs, while one spare keeps a long request from queueing every short one
 # behind it. cores + 1 gives 3 on a 2-core machine; each worker costs tens of MB once it forks.
-workers = int(os.environ.get("AUTOGRAD_WORKERS") or _cores() + 1)  # unset or empty: the default
+
+
+def _workers() -> int:
+    written = os.environ.get("AUTOGRAD_WORKERS", "").strip()
+    if not written:  # unset or empty: the default
+        return _cores() + 1
+    if not written.isdecimal() or not written.isascii() or int(written) < 1:
+        # One line, as the app says a wrong setting: gunicorn lets SystemExit through as it is,
+        # while any other error here is a traceback under "Failed to read config file".
+        raise SystemExit(f"Error: AUTOGRAD_WORKERS must be a positive whole number, not {written}")
+    return int(written)
+
+
+workers = _workers()
 worker_class = "sync"  # CPU-bound requests gain nothing from threads under the GIL
 
 # Import the app (Flask, marshmallow, apispec, numpy, matplotlib) once in the master, and sympy in

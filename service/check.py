@@ -39,6 +39,7 @@ from service.errors import (
     ExpressionError,
     RequestTooLarge,
     Span,
+    line_column,
 )
 from service.evaluator import Compiled, Evaluator, run
 from service.i18n import Message, _, _n
@@ -83,7 +84,7 @@ SIMPLIFY_KIND = "simplification_too_slow"  # an inner budget: its overrun falls 
 CHECK_KIND = "check_too_expensive"
 # The refusals of answers that no schema can foresee: items the expression lacks, symbolic work
 # past its budget (the HTTP layer maps each to a problem type).
-ANSWER_KINDS = ("unknown_answer_items", CHECK_KIND)
+ANSWER_KINDS = ("unknown_answer_items", "duplicate_answer_items", CHECK_KIND)
 UNUSED = -1  # the target of an input the output does not depend on: it has no node
 
 
@@ -119,11 +120,11 @@ CLOSE = Tolerance(relative=1e-2, absolute=1e-2)
 
 
 class AnswerError(AutogradError):
-    """The answers name items the expression does not have: a fault of the client, not the
-    learner."""
+    """The answers name items the expression does not have, or one node twice: a fault of the
+    client, not the learner."""
 
-    def __init__(self, message: str, items: list[str]) -> None:
-        super().__init__("unknown_answer_items", message)
+    def __init__(self, message: str, items: list[str], kind: str = "unknown_answer_items") -> None:
+        super().__init__(kind, message)
         self.items = items
 
 
@@ -139,14 +140,18 @@ class Mistake:
     shift: float
     at: int | None
     node: int | None = None  # the node the feedback names
-    operand: int | None = None  # and the operand, for a wrong local derivative
+    operand: int | None = None  # and the operand, for a wrong local derivative or sign
     count: int = 0  # how many contributions the node receives, for one path only
+
+
+_AUGMENTED_STATEMENT = re.compile(r"([A-Za-z_]\w*) ?([-+*/])= ?(.+)")
 
 
 def _node_text(expression: str, node: dict[str, Any], nodes: list[dict[str, Any]]) -> str:
     """How the learner knows a node: an input by its name (a program's declaration writes it
     before `Value(2.0)`), a value the program named by that name unless several nodes carry it
-    (a reassigned name), else its text in the expression, shortened when long."""
+    (a reassigned name), else its text in the expression (`s + a` for the statement `s += a`),
+    shortened when long."""
     if node["kind"] == "variable":
         return str(node["label"])
     name = node.get("name")
@@ -154,6 +159,11 @@ def _node_text(expression: str, node: dict[str, Any], nodes: list[dict[str, Any]
         return str(name)
     start, end = node["span"]
     text = " ".join(expression[start:end].split()) or node["label"]
+    augmented = _AUGMENTED_STATEMENT.fullmatch(text)
+    if augmented:  # `s += a` is the statement: the node is s + a, from the s before it
+        name, operator, operand = augmented.groups()
+        operand = operand if re.fullmatch(r"[\w.]+", operand) else f"({operand})"
+        text = f"{name} {operator} {operand}"
     return text if len(text) <= 40 else f"{text[:19]}…{text[-19:]}"
 
 
@@ -218,7 +228,7 @@ class Mistakes:
                 if node["op"] == "relu":  # taken as on: local derivative 1
                     found.append(Mistake("dead_relu", (1.0 - local) * parent_grad, child, parent))
                     continue
-                found.append(Mistake("wrong_sign", -2 * local * parent_grad, child, parent))
+                found.append(Mistake("wrong_sign", -2 * local * parent_grad, child, parent, child))
                 found += [
                     Mistake(
                         "wrong_local_derivative", (w - local) * parent_grad, child, parent, child
@@ -283,10 +293,18 @@ def _dead_relu_on_path(expression: str, document: dict[str, Any], target: int) -
 
 
 def _mistake_message(code: str, about: Mapping[str, Any]) -> Message:
-    if code == "wrong_sign":
+    if code == "wrong_sign" and "node" in about:  # one edge's local derivative, its sign flipped
         return _(
-            "The size is right but the sign is wrong: look for a negative local derivative "
-            "on the way back, such as the -1 of a subtraction or a negative operand."
+            "At {node}, the gradient sent to {operand} has the wrong sign: the local derivative "
+            "there is negative where this answer has it positive, or the other way round (the -1 "
+            "of a subtraction, a negative operand).",
+            node=about["node"],
+            operand=about["operand"],
+        )
+    if code == "wrong_sign":  # the whole answer's sign
+        return _(
+            "The magnitude is right but the sign is wrong: look for a negative local derivative "
+            "in the backward pass, such as the -1 of a subtraction or a negative operand."
         )
     if code == "one_path_only":
         return _n(
@@ -307,8 +325,8 @@ def _mistake_message(code: str, about: Mapping[str, Any]) -> Message:
         )
     if code == "dead_relu":
         return _(
-            "The relu at {node} is off where its input is not positive: its local derivative "
-            "is then 0, and no gradient passes through it.",
+            "At {node} the relu is off: at these values its input is not positive, so its local "
+            "derivative is 0 and no gradient passes through it.",
             node=about["node"],
         )
     raise ValueError(code)
@@ -344,7 +362,7 @@ def _wrong_sign_forward() -> dict[str, Any]:
     return _feedback(
         "wrong_sign",
         _(
-            "The size is right but the sign is wrong: look for a sign slip in the forward "
+            "The magnitude is right but the sign is wrong: look for a sign slip in the forward "
             "pass, such as a subtraction taken the wrong way round or the minus sign of a "
             "negative value dropped."
         ),
@@ -364,6 +382,17 @@ def _close(tolerance: Tolerance) -> dict[str, Any]:
     )
 
 
+def _close_formula() -> dict[str, Any]:
+    return _feedback(
+        "outside_tolerance",
+        _(
+            "Close, but not the derivative: its values differ slightly from the derivative's, "
+            "as with a rounded or a small extra constant; write constants exactly (1/3, not "
+            "0.333)."
+        ),
+    )
+
+
 def judge(
     answers: list[float],
     expected: list[float],
@@ -372,12 +401,14 @@ def judge(
     tolerance: Tolerance,
     forward: bool = False,
     close: Tolerance = CLOSE,
+    formula: bool = False,
 ) -> dict[str, Any]:
     """The feedback for an answer given at one or more points: correct, the slip every point
     agrees on, close, or plainly incorrect. `predicted[j]` are the slips' answers at point j.
 
     `forward`: the answer is the output's value, which the forward pass computes, so its
     feedback speaks of that pass rather than of gradients (its only slip is the flipped sign).
+    `formula`: the answer is a formula, judged at sample points: no tolerance is its to meet.
     """
     points = range(len(answers))
     if all(tolerance.accepts(answers[j], expected[j]) for j in points):
@@ -394,7 +425,7 @@ def judge(
                 return _wrong_sign_forward()
             return _feedback(mistakes.all[i].code, mistakes.message(i))
     if all(close.accepts(answers[j], expected[j]) for j in points):
-        return _close(tolerance)
+        return _close_formula() if formula else _close(tolerance)
     return _incorrect(forward)
 
 
@@ -409,7 +440,7 @@ class Unreadable(Exception):
         self.feedback = feedback
 
 
-def _unparsable(error: AutogradError) -> Unreadable:
+def _unparsable(error: AutogradError, text: str) -> Unreadable:
     span = getattr(error, "span", None)
     if span is None:
         return Unreadable(
@@ -433,11 +464,15 @@ def _unparsable(error: AutogradError) -> Unreadable:
             end=end,
             reason=error.message,
         )
-    return Unreadable(_feedback("unparsable", message, position={"start": start, "end": end}))
+    return _unreadable_at(message, span, text)
 
 
-def _a_program(message: Message, span: Span) -> Unreadable:
-    return Unreadable(_feedback("unparsable", message, position={"start": span[0], "end": span[1]}))
+def _unreadable_at(message: Message, span: Span, text: str) -> Unreadable:
+    """Unparsable, with the sentence given, at `span` of the answer's `text`: its characters, and
+    the line and column where they start, as a problem's position has them."""
+    line, column = line_column(text, span[0])
+    position = {"start": span[0], "end": span[1], "line": line, "column": column}
+    return Unreadable(_feedback("unparsable", message, position=position))
 
 
 # What only a program writes (a declaration, print, return, an attribute of a Value, an
@@ -448,25 +483,43 @@ _PROGRAM_ONLY = re.compile(
 )
 
 
+# sympy's derivative of relu, as /v1/derivatives writes it (`b*Heaviside(a*b, 0)`).
+_HEAVISIDE = re.compile(r"(?i:heaviside)\s*\(")
+
+
+def _heaviside(span: Span, text: str) -> Unreadable:
+    return _unreadable_at(
+        _(
+            "Heaviside is not needed: write the derivative as it is at the bindings, where each "
+            "relu is either on (local derivative 1) or off (0), such as b rather than "
+            "b*Heaviside(a*b)."
+        ),
+        span,
+        text,
+    )
+
+
 def _program_construct(found: re.Match[str]) -> Unreadable:
-    return _a_program(
+    return _unreadable_at(
         _(
             "The answer must be one expression, not a program: write the number or formula "
             "alone, without '{construct}'.",
             construct=" ".join(found.group().split()),
         ),
         found.span(),
+        found.string,
     )
 
 
-def _second_statement(span: Span) -> Unreadable:
-    return _a_program(
+def _second_statement(span: Span, text: str) -> Unreadable:
+    return _unreadable_at(
         _(
             "The answer must be one expression, not a program: a second statement starts at "
             "character {position}.",
             position=span[0] + 1,
         ),
         span,
+        text,
     )
 
 
@@ -481,21 +534,23 @@ def _assignment(parsed: ParsedExpression) -> Unreadable:
     span = (equals, equals + 1)
     if parsed.defaults:
         declaration = " ".join(text[line : parsed.root.span[1]].split())
-        return _a_program(
+        return _unreadable_at(
             _(
                 "The answer must be one expression, not a program: '{declaration}' declares an "
                 "input; write the number alone.",
                 declaration=_shorten(declaration),
             ),
             span,
+            text,
         )
-    return _a_program(
+    return _unreadable_at(
         _(
             "The answer must be one expression, not a program: leave out the assignment "
             "'{target}'.",
             target=_shorten(target),
         ),
         span,
+        text,
     )
 
 
@@ -541,8 +596,10 @@ def read_number(answer: Any) -> float:
         raise Unreadable(
             _feedback(
                 "not_a_number",
-                _(
+                _n(
                     "The answer must be a number, but it contains the variable {names}.",
+                    "The answer must be a number, but it contains the variables {names}.",
+                    len(parsed.variables),
                     names=", ".join(parsed.variables),
                 ),
             )
@@ -582,18 +639,20 @@ def _parse_answer(text: str) -> ParsedExpression:
         raise
     except ExpressionError as error:
         if error.kind == SECOND_STATEMENT:  # ANSWER_LIMITS allows one statement
-            raise _second_statement(error.span) from None
+            raise _second_statement(error.span, text) from None
         program = _PROGRAM_ONLY.search(text)
         if program is not None:  # the parser's advice would be for a program: not the learner's
             raise _program_construct(program) from None
+        if error.kind == "unknown_function" and _HEAVISIDE.match(text, error.span[0]):
+            raise _heaviside(error.span, text) from None
         if error.kind == "variable_exponent":  # the parser's reason is the engine's gradients
             message = _(
                 "the answers' language has constant exponents only: write x ** y as exp(y * log(x))"
             )
             error = ExpressionError(error.kind, message, error.span)
-        raise _unparsable(error) from None
+        raise _unparsable(error, text) from None
     except AutogradError as error:  # a constant part out of domain
-        raise _unparsable(error) from None
+        raise _unparsable(error, text) from None
     # One statement, but a program's: `q = tanh(-6)` would be judged by its value. (`y.backward()`
     # is a second statement, or, alone, refused by the parser: nothing assigned y.)
     if parsed.assigned or parsed.defaults:
@@ -641,9 +700,13 @@ def check(
     variable_node = {node["label"]: node["id"] for node in nodes if node["kind"] == "variable"}
     compiled = evaluator.compile(expression, output=output)  # what evaluate compiled, if cached
     named = compiled.named
-    node_key = {str(node["id"]): node["id"] for node in nodes} | named
-    node_label = _node_labels(nodes, named)
+    # A node is answered by its id, an input's name or a name the program assigns (its last
+    # assignment), and its item is named as it was answered.
+    node_key = {str(node["id"]): node["id"] for node in nodes} | variable_node | named
     _refuse_unknown(answers, variables, node_key)
+    node_label = _node_labels(nodes, named)
+    for key in answers.get("nodes") or {}:
+        node_label[node_key[key]] = key
 
     items: list[_Item] = []
     mistakes = Mistakes(expression, document)
@@ -798,7 +861,13 @@ def _refuse_unknown(
                 items=", ".join(twice[0]),
             ),
             [key for keys in twice for key in keys],
+            "duplicate_answer_items",
         )
+
+
+def _unanswered(answer: Any) -> bool:
+    """No answer: null, or text that is blank (a form's empty field)."""
+    return answer is None or (isinstance(answer, str) and not answer.strip())
 
 
 def _shorten(text: str) -> str:
@@ -813,7 +882,7 @@ def _judge_number(
     target: int | None,
     tolerance: Tolerance,
 ) -> None:
-    if item.answer is None:
+    if _unanswered(item.answer):
         item.feedback = _feedback("unanswered", _("Not answered."))
         return
     try:
@@ -937,7 +1006,7 @@ class _Symbolic:
     def judge(self, item: _Item, name: str, reveal: bool) -> None:
         if reveal:
             item.expected = _text(self.derivative(name))
-        if item.answer is None:
+        if _unanswered(item.answer):
             item.feedback = _feedback("unanswered", _("Not answered."))
             return
         try:
@@ -1011,6 +1080,15 @@ class _Symbolic:
         mistakes = samples[0][2]  # the bindings', where every answer here is defined
         # A number (`0.333` for 1/3) is judged as numbers are; a formula by its equivalence.
         if not answer.variables:
-            return judge(values, expected, predicted, mistakes, self.tolerance)
+            judged = judge(values, expected, predicted, mistakes, self.tolerance)
+            if judged["code"] == "incorrect" and self.tolerance.accepts(values[0], expected[0]):
+                return _feedback(
+                    "incorrect",
+                    _(
+                        "This is the derivative's value at the bindings, not the derivative: "
+                        "write it as an expression in the variables, such as 2 * a * b."
+                    ),
+                )
+            return judged
         tolerance, close = EQUIVALENT.within(expected), CLOSE.within(expected)
-        return judge(values, expected, predicted, mistakes, tolerance, close=close)
+        return judge(values, expected, predicted, mistakes, tolerance, close=close, formula=True)

@@ -74,25 +74,24 @@ def _integer(text: str) -> int:
     return int(_written(_INTEGER, text))
 
 
-def _binding(text: str) -> tuple[str, float | NonFiniteNumber]:
+def _binding(text: str) -> tuple[str, float | NonFiniteNumber | str]:
     name, sep, value = text.partition("=")
     if not sep or not name:
         raise argparse.ArgumentTypeError(f"expected NAME=NUMBER, got {text!r}")
     try:
         number = _number(value)
-    except ValueError:
-        message = f"{name} must be bound to a number, got {value!r}"
-        raise argparse.ArgumentTypeError(message) from None
+    except ValueError:  # `a=abc`: the core refuses it, as the HTTP API refuses the string
+        return name.strip(), value
     if math.isinf(number) and "inf" not in value.lower():
         # `1e400`: refused by the core as the HTTP API refuses the JSON number, saying why
         return name.strip(), NonFiniteNumber(value.strip(_JSON_WHITESPACE))
     return name.strip(), number
 
 
-def _bindings(texts: Sequence[str]) -> dict[str, float | NonFiniteNumber]:
+def _bindings(texts: Sequence[str]) -> dict[str, float | NonFiniteNumber | str]:
     """Each NAME=NUMBER read; a name bound twice is refused, as the HTTP API refuses a key given
     twice, rather than one of its values silently kept."""
-    bindings: dict[str, float | NonFiniteNumber] = {}
+    bindings: dict[str, float | NonFiniteNumber | str] = {}
     for text in texts:
         name, value = _binding(text)
         if name in bindings:
@@ -432,7 +431,7 @@ def _axis(text: str) -> Axis:
         raise argparse.ArgumentTypeError(message) from None
 
 
-def _point(text: str) -> dict[str, float | NonFiniteNumber]:
+def _point(text: str) -> dict[str, float | NonFiniteNumber | str]:
     return _bindings([part for part in text.split(",") if part.strip()])
 
 

@@ -25,7 +25,7 @@ from service.errors import (
     LimitExceeded,
 )
 from service.evaluator import DEFAULT_GRANULARITY, Compiled, Evaluator
-from service.i18n import DEFAULT_LOCALE, _
+from service.i18n import DEFAULT_LOCALE, _, _n
 from service.parser import ParsedExpression
 
 if TYPE_CHECKING:
@@ -132,6 +132,7 @@ class Differentiator:
         nodes = document["graph"]["nodes"]
         return {
             "expression": expression,
+            "output": document["output"],
             "latex": symbolic["latex"],
             "intermediates": symbolic["intermediates"],
             "value": document["value"],
@@ -240,16 +241,22 @@ def _chosen(parsed: ParsedExpression, variables: Sequence[str] | None) -> list[s
                 names=", ".join(unknown),
             )
         elif strangers:
-            message = _(
+            message = _n(
                 "cannot differentiate by {names}: not in the expression, whose variables are "
                 "{variables}",
+                "cannot differentiate by {names}: not in the expression, whose variables are "
+                "{variables}",
+                len(strangers),
                 names=", ".join(strangers),
                 variables=inputs,
             )
         else:  # `weight_fee`, which the shipping program computes
-            message = _(
+            message = _n(
                 "cannot differentiate by {names}: the program computes it; differentiate by "
                 "its inputs, {variables}",
+                "cannot differentiate by {names}: the program computes them; differentiate by "
+                "its inputs, {variables}",
+                len(unknown),
                 names=", ".join(unknown),
                 variables=inputs,
             )

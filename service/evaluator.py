@@ -510,23 +510,36 @@ class Evaluator:
         if missing:
             raise unbound(parsed, missing, unknown)
         if unknown:
-            raise unknown_bindings(unknown, parsed.assigned)
+            raise unknown_bindings(unknown, parsed)
         env = {}
         for name in parsed.inputs:
             # An input the output does not use needs no value: unbound, it stands at 0.
             value = bindings.get(name, defaults.get(name, 0.0))
-            if not _is_finite_number(value):
-                raise BindingError(
-                    "invalid_binding",
-                    _(
-                        "{name} must be bound to a finite number, not {value}",
-                        name=name,
-                        value=_describe(value),
-                    ),
-                    [name],
-                )
+            if not is_finite_number(value):
+                raise invalid_binding(name, value)
             env[name] = Value(value)
         return env
+
+
+def invalid_binding(
+    name: str, value: object, where: str | None = None, location: str = "/bindings"
+) -> BindingError:
+    """The refusal of `value` for `name`; `where` names the object of the request it is in, in
+    words, when it is not the request's bindings, and `location` as a JSON pointer."""
+    if where is None:
+        message = _(
+            "{name} must be bound to a finite number, not {value}",
+            name=name,
+            value=_describe(value),
+        )
+    else:
+        message = _(
+            "{name} must be bound to a finite number in {where}, not {value}",
+            name=name,
+            where=where,
+            value=_describe(value),
+        )
+    return BindingError("invalid_binding", message, [name], location)
 
 
 def too_many_bindings(count: int, maximum: int) -> BindingError:
@@ -554,15 +567,30 @@ def unbound(parsed: ParsedExpression, missing: list[str], unknown: list[str]) ->
     return BindingError("unbound_variables", message, missing, span=span).at(parsed.text)
 
 
-def unknown_bindings(unknown: list[str], assigned: frozenset[str]) -> BindingError:
-    """Bindings of names that are not inputs: ones the program assigns, or not in it at all."""
-    if computed := [name for name in unknown if name in assigned]:
+def unknown_bindings(
+    unknown: list[str], parsed: ParsedExpression, varied: bool = False
+) -> BindingError:
+    """Bindings of names that are not inputs: ones the program assigns, or not in it at all;
+    `varied`: the names are a sweep's `vary`, not bindings."""
+    if computed := [name for name in unknown if name in parsed.assigned]:
         message = _n(
-            "{names} is assigned by the program, so it takes no value: give values to the inputs",
-            "{names} are assigned by the program, so they take no values: give values to the "
-            "inputs",
+            "{names} is assigned by the program, so it takes no value: give values to its "
+            "inputs ({inputs})",
+            "{names} are assigned by the program, so they take no values: give values to its "
+            "inputs ({inputs})",
             len(computed),
             names=", ".join(computed),
+            inputs=", ".join(parsed.inputs),
+        )
+    elif varied:
+        message = _n(
+            "vary names {names}, which is not an input of the expression; vary one of its inputs "
+            "({inputs})",
+            "vary names {names}, which are not inputs of the expression; vary its inputs "
+            "({inputs})",
+            len(unknown),
+            names=", ".join(unknown),
+            inputs=", ".join(parsed.inputs),
         )
     elif len(unknown) == 1:
         message = _(
@@ -957,7 +985,7 @@ def evaluate(
     return _default.evaluate(expression, bindings, granularity, output)
 
 
-def _is_finite_number(value: object) -> bool:
+def is_finite_number(value: object) -> bool:
     """True for an int or float that is a finite double; never for a bool."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return False
@@ -968,7 +996,7 @@ def _is_finite_number(value: object) -> bool:
 
 
 def _describe(value: object) -> str:
-    if isinstance(value, int) and not isinstance(value, bool) and not _is_finite_number(value):
+    if isinstance(value, int) and not isinstance(value, bool) and not is_finite_number(value):
         return _("an integer beyond the range of a 64-bit float")
     try:  # as the client wrote it: `true`, `null`, `"2"`, not Python's `True`, `None`, `'2'`
         shown = json.dumps(value, ensure_ascii=False, allow_nan=False)

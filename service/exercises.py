@@ -35,8 +35,8 @@ _ATTEMPTS = 500  # templates and bindings drawn before falling back to the lesso
 
 # Each level's expression shapes under generator 1: {x}, {y}, {z}, {w} are variables, {p}, {q},
 # {r} operators. Level 1 is the lesson's (a + b) * c and its cousins; level 2 shares nodes (a
-# variable used twice, the += of the backward pass) and puts relu in; level 3 brings the derived
-# operations (- and /), powers and relu dead zones.
+# variable used twice, the += of the backward pass) and puts relu, subtraction and squares in;
+# level 3 adds division and relu dead zones.
 _FIRST_SHAPES: dict[int, tuple[str, ...]] = {
     1: (
         "({x} {p} {y}) {q} {z}",
@@ -310,8 +310,8 @@ def exercise(
         result["instructions"] = (
             _(
                 "Write the derivative of {expression} with respect to each variable, as an "
-                "expression in its variables (for example 2 * a * b). The bindings {bindings} "
-                "are only where the service checks it.",
+                "expression in the variables (for example 2 * a * b). The values {bindings} are "
+                "only the point where your answer is checked.",
                 expression=inline,
                 bindings=shown,
             )
@@ -319,7 +319,8 @@ def exercise(
             else _(
                 "Write the derivative of {output}, computed by the program {expression}, with "
                 "respect to each input, as an expression in the inputs {inputs} (for example "
-                "2 * a * b). The bindings {bindings} are only where the service checks it.",
+                "2 * a * b). The values {bindings} are only the point where your answer is "
+                "checked.",
                 output=output,
                 expression=inline,
                 inputs=", ".join(bindings),

@@ -54,8 +54,10 @@ KINDS: dict[str, tuple[int, Message]] = {
     "complex-result": (422, _("Complex result")),
     "overflow": (422, _("Overflow")),
     "non-finite": (422, _("Non-finite gradient")),
-    # Answers sent to /v1/check that the expression has no item for, or too costly to judge.
+    # Answers sent to /v1/check that the expression has no item for, that answer one node twice,
+    # or too costly to judge.
     "unknown-answer-items": (422, _("Unknown answer items")),
+    "duplicate-answer-items": (422, _("One node answered twice")),
     "check-too-expensive": (422, _("Answers too expensive to check")),
     # A sweep or a drawing larger than configured (core: SIZE_KINDS).
     "too-many-points": (422, _("Too many sweep points")),

@@ -309,7 +309,7 @@ def _too_long(text: str, start: int, end: int, limits: Limits) -> LimitExceeded:
         "identifier_too_long",
         _(
             "the name starting '{start}' is {length} characters long; names have at most {maximum}",
-            start=text[start : start + 16],
+            start=text[start : min(end, start + 16)],
             length=end - start,
             maximum=limits.max_identifier_length,
         ),

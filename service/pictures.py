@@ -116,7 +116,14 @@ def plot(
         # over the whole figure, not the axes, which a grid's colour bar pushes left
         shown = title if len(title) <= _TITLE else title[: _TITLE - 1] + "…"
         figure.suptitle(f"f = {shown}", y=0.985)
-        if value.ndim == 2:
+        if value.ndim == 2 and 1 in value.shape:
+            # A grid one point wide is the line it is (contours need two points each way): f
+            # along the other input, the one held at its single value named under the axis.
+            (along, line), (held, at) = sorted(axes.items(), key=lambda axis: len(axis[1]) == 1)
+            _line(ax, {along: line}, value.reshape(-1), {along: gradients[along].reshape(-1)},
+                  bindings, marked, locale)  # fmt: skip
+            ax.set_xlabel(f"{along}    ({held} = {at[0]:g})")
+        elif value.ndim == 2:
             _grid(ax, figure, axes, value, gradients, bindings)
         elif not explicit and len(axes) == 1:
             _line(ax, axes, value, gradients, bindings, marked, locale)

@@ -27,6 +27,8 @@ from service.evaluator import (
     Evaluator,
     division_by_zero,
     gradient_overflow,
+    invalid_binding,
+    is_finite_number,
     too_many_bindings,
     unbound,
     unknown_bindings,
@@ -184,7 +186,7 @@ def _check_names(parsed: ParsedExpression, bindings: Mapping[str, Any], max_bind
         raise too_many_bindings(len(bindings), max_bindings)
     unknown = sorted(name for name in bindings if name not in parsed.input_set)
     if unknown:
-        raise unknown_bindings(unknown, parsed.assigned)
+        raise unknown_bindings(unknown, parsed)
 
 
 def to_json(document: dict[str, Any]) -> bytes:
@@ -193,23 +195,12 @@ def to_json(document: dict[str, Any]) -> bytes:
 
 
 def _check_numbers(bindings: Mapping[str, Any], where: str, location: str = "/bindings") -> None:
-    """Every value a finite number (never a boolean), else `invalid_binding` naming them; `where`
-    says in words which object of the request they are in, `location` as a JSON pointer."""
-    bad = [name for name, value in bindings.items() if not _is_finite_number(value)]
-    if bad:
-        message = _(
-            "{names} must be bound to finite numbers in {where}", names=", ".join(bad), where=where
-        )
-        raise BindingError("invalid_binding", message, bad, location)
-
-
-def _is_finite_number(value: object) -> bool:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return False
-    try:
-        return math.isfinite(value)
-    except OverflowError:  # an int beyond the range of a double
-        return False
+    """Every value a finite number (never a boolean), else `invalid_binding` for the first that
+    is not; `where` says in words which object of the request they are in, `location` as a JSON
+    pointer."""
+    for name, value in bindings.items():
+        if not is_finite_number(value):
+            raise invalid_binding(name, value, where, location)
 
 
 def _check_vary(
@@ -219,9 +210,9 @@ def _check_vary(
     if not 1 <= len(vary) <= 2 or len(set(names)) != len(names):
         message = _("vary one input (a line) or two different inputs (a grid)")
         raise BindingError("invalid_binding", message, names, location=None)
-    unknown = sorted(set(names) - set(parsed.inputs))
+    unknown = [name for name in names if name not in parsed.input_set]
     if unknown:
-        raise unknown_bindings(unknown, parsed.assigned)
+        raise unknown_bindings(unknown, parsed, varied=True)
     missing = [name for name in parsed.variables if name not in given and name not in names]
     if missing:
         raise unbound(parsed, missing, [])
@@ -265,11 +256,13 @@ def _check_points(
     for index, point in enumerate(points):
         _check_names(parsed, point, limits.max_bindings)
         _check_numbers(point, f"points[{index}]", f"/points/{index}")
+    # The inputs no point and no binding gives, all of them named at once.
+    missing = [n for n in parsed.variables if n not in named and n not in given]
+    if missing:
+        raise unbound(parsed, missing, [])
     columns: dict[str, np.ndarray] = {}
     for name in parsed.inputs:
         if name not in named:
-            if name not in given and name in parsed.variable_set:
-                raise unbound(parsed, [name], [])
             continue
         # An input the output does not use needs no value: where no point gives one, null.
         fallback = given.get(name, None if name in parsed.variable_set else math.nan)

@@ -7,6 +7,7 @@ import math
 from typing import Any
 
 import pytest
+from conftest import at
 from flask.testing import FlaskClient
 
 from service.check import CODES, AnswerError, Tolerance, check
@@ -70,11 +71,12 @@ MISTAKES = [
     ("(a + b) * c", {"a": 2, "b": -3, "c": 10}, "gradients.a", {"x": 1}, "not_a_number"),
     ("(a + b) * c", {"a": 2, "b": -3, "c": 10}, "gradients.a", "1 +", "unparsable"),
     ("(a + b) * c", {"a": 2, "b": -3, "c": 10}, "gradients.a", "10)", "unparsable"),
-    ("(a + b) * c", {"a": 2, "b": -3, "c": 10}, "gradients.a", "", "unparsable"),
     ("(a + b) * c", {"a": 2, "b": -3, "c": 10}, "gradients.a", "1/0", "unparsable"),
     ("(a + b) * c", {"a": 2, "b": -3, "c": 10}, "gradients.a", "5 * 2", "correct"),
     ("(a + b) * c", {"a": 2, "b": -3, "c": 10}, "gradients.a", 37, "incorrect"),
     ("(a + b) * c", {"a": 2, "b": -3, "c": 10}, "gradients.a", None, "unanswered"),
+    ("(a + b) * c", {"a": 2, "b": -3, "c": 10}, "gradients.a", "", "unanswered"),  # a blank field
+    ("(a + b) * c", {"a": 2, "b": -3, "c": 10}, "gradients.a", " \t", "unanswered"),
     # the backward pass filled in, node by node
     ("(a + b) * c", {"a": 2, "b": -3, "c": 10}, "nodes.2", 10, "correct"),
     ("(a + b) * c", {"a": 2, "b": -3, "c": 10}, "nodes.2", -10, "wrong_sign"),
@@ -112,7 +114,7 @@ def test_unparsable_answers_say_where_counting_from_one(
     learner does, from 1, and names a single character as one."""
     result = feedback(**_lesson_answer("gradients.a", answer))
     assert result["feedback"]["code"] == "unparsable"
-    assert result["feedback"]["position"] == {"start": position[0], "end": position[1]}
+    assert result["feedback"]["position"] == at(*position)
     assert result["feedback"]["message"].startswith(f"The answer cannot be read {where}")
 
 
@@ -146,7 +148,10 @@ def test_an_answer_that_is_a_program_is_unparsable_at_what_makes_it_one(
     result = feedback("tanh(x * w)", {"x": -6, "w": 1}, answers, item)
     assert result["verdict"] == "incorrect"
     assert result["feedback"]["code"] == "unparsable", result
-    assert result["feedback"]["position"] == {"start": position[0], "end": position[1]}
+    # Line and column too, as a problem's position: a second statement may start a line.
+    line = answer.count("\n", 0, position[0]) + 1
+    column = position[0] - answer.rfind("\n", 0, position[0])
+    assert result["feedback"]["position"] == at(*position, line=line, column=column)
     message = result["feedback"]["message"]
     assert message == f"The answer must be one expression, not a program: {ending}"
 
@@ -733,7 +738,9 @@ def test_the_nodes_a_reassigned_name_left_behind_are_answered_by_id(client: Flas
     body = {"expression": REASSIGNED, "answers": {"nodes": {"1": 3, "3": 1}}, "reveal": True}
     document = client.post("/v1/check", json=body).get_json()
     results = node_results(document)
-    assert results["nodes.1"]["verdict"] == results["nodes.y"]["verdict"] == "correct"
+    # Each item is named as it was answered: node 3, which y names, answered by its id.
+    assert results["nodes.1"]["verdict"] == results["nodes.3"]["verdict"] == "correct"
+    assert "nodes.y" not in results
     assert document["score"] == 1
     by_name_and_id = {"expression": REASSIGNED, "answers": {"nodes": {"y": 1, "1": 3}}}
     assert client.post("/v1/check", json=by_name_and_id).get_json()["score"] == 1
@@ -746,7 +753,7 @@ def test_feedback_on_a_node_left_behind_names_nodes_by_their_text() -> None:
     feedback = results["nodes.1"]["feedback"]
     assert feedback["code"] == "wrong_local_derivative"
     assert "At y*3, the gradient sent to x*x" in feedback["message"]
-    assert results["nodes.y"]["feedback"]["code"] == "wrong_sign"
+    assert results["nodes.3"]["feedback"]["code"] == "wrong_sign"
 
 
 def test_feedback_names_a_declared_input_by_its_name_not_its_declaration() -> None:
@@ -777,12 +784,12 @@ def test_a_name_reassigned_after_a_later_node_still_means_its_last_assignment() 
 
 
 def test_a_name_rebound_to_another_nodes_value_answers_for_that_node() -> None:
-    # `y = z`: y refers to z's node, which keeps its label; the x*2 node y made is left behind.
+    # `y = z`: y refers to z's node, here answered as y; the x*2 node y made is left behind.
     program = "z = x*x\ny = x*2\nw = y + z\ny = z\nw"
     document = check(EVALUATOR, program, {"x": 1.5}, {"nodes": {"y": 1}}, reveal=True)
     results = node_results(document)
-    assert "nodes.y" not in results
-    assert results["nodes.z"]["verdict"] == "correct"
+    assert results["nodes.y"]["verdict"] == "correct"
+    assert "nodes.z" not in results  # one node, one item: named as it was answered
     left_behind = [item for item, result in results.items() if result["verdict"] == "unanswered"]
     assert "nodes.2" in left_behind  # x*2, by its id
 
@@ -978,3 +985,79 @@ def test_a_tolerance_is_a_number_not_its_text(
     response = client.post("/v1/check", json=body)
     assert response.status_code == 422
     assert "must be a finite number" in response.get_json()["detail"]
+
+
+# -- what the feedback says, item by item ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("expression", "bindings", "answer", "expected"),
+    [
+        # the -1 of `- p` taken as +1: 4 answered 6, a different magnitude
+        ("p * q - p", {"p": -3, "q": 5}, 6, "At p * q - p, the gradient sent to p has the wrong"),
+        ("a * c - a", {"a": 2, "c": 4}, 5, "At a * c - a, the gradient sent to a has the wrong"),
+        # the whole answer's sign: the magnitude is right
+        ("p * q - p", {"p": -3, "q": 5}, -4, "The magnitude is right but the sign is wrong"),
+    ],
+)
+def test_a_sign_slip_on_one_edge_is_told_from_the_whole_answers_sign(
+    expression: str, bindings: dict[str, float], answer: float, expected: str
+) -> None:
+    name = next(iter(bindings))
+    result = feedback(expression, bindings, {"gradients": {name: answer}}, f"gradients.{name}")
+    assert result["feedback"]["code"] == "wrong_sign"
+    assert result["feedback"]["message"].startswith(expected)
+
+
+def test_a_reassigned_names_node_is_named_by_what_it_computes() -> None:
+    # s += a makes s + a from the s before it: neither `s` (two nodes carry it) nor `s += a`
+    program = "s = a * b\ns += a\nout = s * c + s"
+    # node 3 is s + a, used twice: its gradient c + 1 = 5 answered 1, one use counted only
+    document = check(EVALUATOR, program, {"a": 2, "b": 3, "c": 4}, {"nodes": {"3": 1}})
+    [result] = [r for r in document["results"] if r["item"] == "nodes.3"]
+    assert result["feedback"]["message"].startswith("s + a is used 2 times"), result
+
+
+@pytest.mark.parametrize(
+    ("answer", "names"), [("a + b", "the variables a, b"), ("2 * a", "the variable a")]
+)
+def test_a_number_asked_for_names_its_variables(answer: str, names: str) -> None:
+    result = feedback("a * b", {"a": 1, "b": 2}, {"value": answer}, "value")
+    assert result["feedback"] == {
+        "code": "not_a_number",
+        "message": f"The answer must be a number, but it contains {names}.",
+    }
+
+
+@pytest.mark.parametrize("answer", ["b*Heaviside(a*b)", "b * heaviside(a * b, 0)"])
+def test_heaviside_in_an_answer_says_to_write_the_piece(answer: str) -> None:
+    result = feedback("relu(a * b)", {"a": 2, "b": 5}, {"derivatives": {"a": answer}},
+                      "derivatives.a")  # fmt: skip
+    assert result["feedback"]["code"] == "unparsable"
+    assert result["feedback"]["message"].startswith("Heaviside is not needed")
+    assert result["feedback"]["position"]["start"] == answer.index("eaviside") - 1
+
+
+def test_an_input_is_answered_by_its_name_and_its_item_named_so(client: FlaskClient) -> None:
+    body = {**LESSON, "answers": {"nodes": {"a": 10, "2": 10}}}
+    document = client.post("/v1/check", json=body).get_json()
+    verdicts = {result["item"]: result["verdict"] for result in document["results"]}
+    assert verdicts["nodes.a"] == verdicts["nodes.2"] == "correct"
+    assert "nodes.0" not in verdicts  # a is node 0: one item, named as it was answered
+    assert document["score"] == 1
+
+
+def test_a_formula_close_to_the_derivative_is_not_told_to_round_less() -> None:
+    result = feedback("a * a", {"a": 3}, {"derivatives": {"a": "2*a + 0.0000001"}}, "derivatives.a")
+    assert result["feedback"]["code"] == "outside_tolerance"
+    assert result["feedback"]["message"].startswith("Close, but not the derivative")
+    assert "round less" not in result["feedback"]["message"]
+
+
+def test_the_derivatives_value_where_its_formula_is_asked_for() -> None:
+    result = feedback("a * a", {"a": 3}, {"derivatives": {"a": "6"}}, "derivatives.a")
+    assert result["verdict"] == "incorrect"
+    assert result["feedback"]["message"].startswith("This is the derivative's value at")
+    # a constant derivative is a number, and right
+    right = feedback("a * 6", {"a": 3}, {"derivatives": {"a": "6"}}, "derivatives.a")
+    assert right["verdict"] == "correct"

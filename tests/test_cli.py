@@ -391,11 +391,16 @@ def test_an_expression_that_is_not_utf8_is_a_usage_error(
 @pytest.mark.parametrize(
     "value", ["1_000", "\u0661", "0x10", "1e", "1.5.2", "", "--1", "1 000", "\u00b2"]
 )
-def test_a_binding_that_is_not_a_number_as_the_api_writes_one_is_a_usage_error(
+def test_a_binding_that_is_not_a_number_as_the_api_writes_one_is_the_cores_refusal(
     value: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    err = usage_error(["eval", "x", f"x={value}"], capsys)
-    assert f"error: x must be bound to a number, got {value!r}\n" in err
+    # The text, as the HTTP API refuses the same text given as a JSON string.
+    status, printed, _ = run(["eval", "x", f"x={value}"], capsys)
+    assert status == 2
+    body = {"expression": "x", "bindings": {"x": value}}
+    answered = make_app().test_client().post("/v1/gradients", json=body).get_json()
+    assert printed == {key: answered[key] for key in printed}
+    assert printed["type"].endswith("/invalid-binding")
 
 
 @pytest.mark.parametrize(

@@ -196,7 +196,8 @@ def test_the_served_spec_states_the_configured_bounds_of_every_request_field() -
     assert body["expression"]["maxLength"] == 500
     assert body["output"]["maxLength"] == 8
     assert body["bindings"]["propertyNames"]["maxLength"] == 8
-    query = {p["name"]: p["schema"] for p in spec["paths"]["/v1/sweep"]["get"]["parameters"]}
+    parameters = spec["paths"]["/v1/sweep"]["get"]["parameters"]
+    query = {p["name"]: p["schema"] for p in parameters if p.get("in") == "query"}
     assert (query["output"]["maxLength"], query["expression"]["maxLength"]) == (8, 500)
     # a sweep's explicit points are bindings each, and as many as a sweep may have
     points = schemas["SweepRequest"]["properties"]["points"]

@@ -146,11 +146,13 @@ def test_access_log_lines_carry_the_request_id(server: Gunicorn) -> None:
     [
         ("AUTOGRAD_MAX_DEPTH", "abc", "AUTOGRAD_MAX_DEPTH must be a positive whole number"),
         ("AUTOGRAD_MAX_DEPHT", "5", "did you mean AUTOGRAD_MAX_DEPTH?"),
+        ("AUTOGRAD_WORKERS", "abc", "AUTOGRAD_WORKERS must be a positive whole number, not abc"),
+        ("AUTOGRAD_WORKERS", "0", "AUTOGRAD_WORKERS must be a positive whole number, not 0"),
     ],
 )
 def test_a_bad_setting_stops_the_server_with_one_line(variable: str, value: str, said: str) -> None:
     with pytest.raises(RuntimeError) as failed:
-        Gunicorn(env={variable: value, "AUTOGRAD_WORKERS": "1"}).start()
+        Gunicorn(env={"AUTOGRAD_WORKERS": "1", variable: value}).start()
     head, _, output = str(failed.value).partition("\n")
     assert head == "gunicorn exited with status 1:"
     lines = [line for line in output.splitlines() if line.strip()]

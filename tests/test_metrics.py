@@ -63,6 +63,8 @@ def test_requests_latency_cache_and_refusals_are_counted(client: FlaskClient) ->
     assert client.post("/v1/gradients", json={"expression": "a +", "bindings": {}}).status_code
     assert client.get("/no/such/page").status_code == 404
     assert client.get("/test/too-expensive").status_code == 503
+    assert client.delete("/v1/gradients").status_code == 405
+    assert client.open("/v1/gradients", method="BREW").status_code == 405
     after = scrape(client)
 
     def grew(name: str, **labels: str) -> float:
@@ -73,8 +75,11 @@ def test_requests_latency_cache_and_refusals_are_counted(client: FlaskClient) ->
     assert grew("autograd_requests_total", **route, method="POST", status="422") == 1
     # A path no route matches is one series, whatever the path: scrapers are not flooded.
     assert grew("autograd_requests_total", endpoint="unmatched", method="GET", status="404") == 1
-    assert grew("autograd_request_duration_seconds_count", **route) == 4
-    assert grew("autograd_request_duration_seconds_bucket", **route, le="+Inf") == 4
+    # A method a route does not allow is counted on the route; a method HTTP has not, as "other".
+    assert grew("autograd_requests_total", **route, method="DELETE", status="405") == 1
+    assert grew("autograd_requests_total", **route, method="other", status="405") == 1
+    assert grew("autograd_request_duration_seconds_count", **route) == 6
+    assert grew("autograd_request_duration_seconds_bucket", **route, le="+Inf") == 6
     assert grew("autograd_request_duration_seconds_sum", **route) > 0
     # The same lesson three times: compiled once, then found in the cache twice.
     assert grew("autograd_cache_misses_total") >= 1

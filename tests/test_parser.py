@@ -441,3 +441,13 @@ def test_a_byte_order_mark_first_is_read_past() -> None:
     with pytest.raises(ExpressionError) as raised:
         parse("a\ufeff + b")  # anywhere else it hides in a name: refused
     assert (raised.value.kind, raised.value.span) == ("invalid_character", (1, 2))
+
+
+@pytest.mark.parametrize(
+    ("text", "quoted"),
+    [("abcd + 1", "'abcd'"), ("abcd\nb = 2", "'abcd'"), ("x" * 40 + "+1", "'" + "x" * 16 + "'")],
+)
+def test_a_name_too_long_is_quoted_without_what_follows_it(text: str, quoted: str) -> None:
+    with pytest.raises(LimitExceeded) as raised:
+        parse(text, Limits(max_identifier_length=3))
+    assert f"the name starting {quoted} is" in raised.value.message

@@ -86,6 +86,24 @@ def test_a_grid_plot_has_contours_arrows_and_both_axes(client: FlaskClient) -> N
     assert any(i and i.startswith("Quiver") for i in ids)
 
 
+@pytest.mark.parametrize(("x_points", "y_points", "along", "held"), [
+    (1, 5, "y", "x = 3"), (7, 1, "x", "y = 1"), (1, 1, "x", "y = 1"),
+])  # fmt: skip
+def test_a_grid_one_point_wide_is_drawn_as_the_line_it_is(
+    client: FlaskClient, x_points: int, y_points: int, along: str, held: str
+) -> None:
+    vary = [{"name": "x", "from": 3, "to": 4, "points": x_points},
+            {"name": "y", "from": 1, "to": 2, "points": y_points}]  # fmt: skip
+    body = {"expression": "x * x * y + y", "vary": vary}
+    response = client.post("/v1/sweep", json=body, headers={"Accept": "image/svg+xml"})
+    assert response.status_code == 200
+    found = texts(response.data)
+    assert f"{along}    ({held})" in found  # the input held, named under the axis
+    assert f"∂f/∂{along}" in found
+    ids = {element.get("id") for element in ET.fromstring(response.data).iter()}
+    assert not any(i and i.startswith("QuadContourSet") for i in ids)
+
+
 def test_a_grid_as_json_has_rows_for_the_first_name(client: FlaskClient) -> None:
     document = client.post("/v1/sweep", json=GRID).get_json()
     assert len(document["value"]) == 30 and {len(row) for row in document["value"]} == {20}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import gzip
 import json
 import logging
 import os
@@ -126,7 +127,7 @@ def test_symbolic_problems_come_from_derivatives() -> None:
         ("/v1/gradients", {"bindings": {"a": 1}}, ["b", "c"]),
         ("/v1/derivatives", {"bindings": {"a": 1}}, ["b", "c"]),
         ("/v1/sweep", {"vary": [{"name": "a", "from": 0, "to": 1, "points": 2}]}, ["b", "c"]),
-        ("/v1/sweep", {"points": [{"a": 1}]}, ["b"]),  # one input at a time, in order
+        ("/v1/sweep", {"points": [{"a": 1}]}, ["b", "c"]),
     ],
 )
 def test_an_unbound_input_is_placed_at_its_first_use(
@@ -243,7 +244,8 @@ def test_validation_errors_point_at_the_fault(
     got = problem(client.post("/v1/gradients", data=body, headers=JSON), "validation-error")
     assert sorted((e["pointer"], e["detail"]) for e in got["errors"]) == sorted(errors)
     first = got["errors"][0]
-    assert got["detail"].startswith(f"{first['pointer'] or '/'}: {first['detail']}")
+    where = first["pointer"] or "the request body"  # the whole body has the empty pointer
+    assert got["detail"].startswith(f"{where}: {first['detail']}")
 
 
 LINE = [{"name": "x", "from": -1, "to": 1, "points": 3}]
@@ -254,9 +256,9 @@ LINE = [{"name": "x", "from": -1, "to": 1, "points": 3}]
     [
         ("post", "/v1/sweep", {"expression": "x", "vary": LINE, "output": "1x"},
          "/output: must be a name: a letter or _, then letters, digits or _"),
-        ("post", "/v1/sweep", {"expression": "x"}, "/: give either vary or points"),
+        ("post", "/v1/sweep", {"expression": "x"}, "the request body: give either vary or points"),
         ("post", "/v1/sweep", {"expression": "x", "vary": LINE, "points": [{"x": 1}]},
-         "/: give either vary or points"),
+         "the request body: give either vary or points"),
         ("post", "/v1/sweep", {"expression": "x", "points": []},
          "/points: Shorter than minimum length 1."),
         ("post", "/v1/sweep", {"expression": "x", "vary": LINE * 3},
@@ -294,7 +296,8 @@ def test_validation_details_speak_the_language_asked_for(
     assert response.status_code == 422
     translated = response.get_json()["detail"]
     pointer = english.split(":")[0]
-    assert translated.startswith(pointer + ": ")
+    if pointer.startswith("/"):  # a JSON pointer reads the same in every language
+        assert translated.startswith(pointer + ": ")
     assert translated.removeprefix(pointer) != untold.removeprefix(pointer)
     assert bool(CYRILLIC.search(translated)) == (locale == "ru")
 
@@ -624,6 +627,13 @@ def test_answers_for_items_the_expression_lacks(client: FlaskClient) -> None:
     problem(client.post("/v1/check", json=body), "unknown-answer-items")
 
 
+def test_one_node_answered_twice(client: FlaskClient) -> None:
+    answers = {"nodes": {"0": 1, "a": 1}}  # an input, by its id and by its name
+    body = {"expression": "a * b", "bindings": {"a": 1, "b": 2}, "answers": answers}
+    got = problem(client.post("/v1/check", json=body), "duplicate-answer-items")
+    assert got["detail"] == "nodes.0, nodes.a answer the same node; give one answer for each node"
+
+
 def test_symbolic_answers_past_their_budget() -> None:
     from service import check
 
@@ -644,3 +654,39 @@ def test_every_kind_was_shown_by_a_test() -> None:
     if not TESTED:
         pytest.skip("run the whole module to check that every kind is shown")
     assert set(KINDS) - TESTED == set()
+
+
+@pytest.mark.parametrize("coding", ["gzip", "br", "deflate, gzip", "identity, gzip"])
+def test_a_compressed_body_is_refused_not_read_as_json(client: FlaskClient, coding: str) -> None:
+    body = gzip.compress(json.dumps({"expression": "a", "bindings": {"a": 1}}).encode())
+    for path in ("/v1/gradients", "/v1/sweep", "/v1/check"):
+        response = client.post(
+            path,
+            data=body,
+            headers={"Content-Type": "application/json", "Content-Encoding": coding},
+        )
+        got = problem(response, "unsupported-media-type")
+        assert f"Content-Encoding: {coding.removeprefix('identity, ')}" in got["detail"]
+        assert response.headers["Accept-Encoding"] == "identity"
+
+
+def test_an_identity_coding_is_no_coding(client: FlaskClient) -> None:
+    response = client.post(
+        "/v1/gradients",
+        json={"expression": "a", "bindings": {"a": 1}},
+        headers={"Content-Encoding": "identity"},
+    )
+    assert response.status_code == 200
+
+
+def test_a_picture_refused_before_drawing_leaves_the_rate_alone(small: FlaskClient) -> None:
+    # One picture in the burst, graphs of at most 3 nodes drawn (SWEEP_LIMITS): two refused
+    # drawings and a refused plot, then the one picture allowed.
+    svg = {"Accept": "image/svg+xml"}
+    body = {"expression": "a * b + c", "bindings": {"a": 1, "b": 2, "c": 3}, "format": "svg"}
+    for _ in range(2):
+        problem(small.post("/v1/gradients", json=body), "graph-too-large-to-draw")
+    huge = {"expression": "x * 1e300", "vary": [{"name": "x", "from": 0, "to": 10, "points": 3}]}
+    problem(small.post("/v1/sweep", json=huge, headers=svg), "plot-out-of-range")
+    assert small.post("/v1/sweep", json=_line(5), headers=svg).status_code == 200
+    problem(small.post("/v1/sweep", json=_line(5), headers=svg), "too-many-pictures")

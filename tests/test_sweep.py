@@ -583,5 +583,5 @@ def test_a_query_that_is_no_utf8_is_refused_as_such(client: FlaskClient) -> None
     response = client.get("/v1/sweep?expression=x%FF&vary=x:0:1:3&format=json")
     assert response.status_code == 400
     assert response.get_json()["detail"] == (
-        "the URL's query is not UTF-8 once its %-escapes are decoded"
+        "the URL's query is not UTF-8 once its percent escapes are decoded"
     )

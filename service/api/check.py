@@ -8,7 +8,7 @@ from flask import Response, current_app
 
 from service.api import evaluator
 from service.api.config import symbolic_limits
-from service.api.examples import CHECK_REQUEST, check_document
+from service.api.examples import CHECK_REQUEST, check_document, program_examples
 from service.api.language import localized_response
 from service.api.problems import documents_problems
 from service.api.request import RESPONSE_HEADERS, Blueprint
@@ -24,7 +24,13 @@ blp = Blueprint(
 
 
 @blp.route("/check", methods=["POST"])
-@blp.arguments(CheckRequestSchema(), example=CHECK_REQUEST)
+@blp.arguments(
+    CheckRequestSchema(),
+    examples=program_examples(
+        CHECK_REQUEST,
+        {"answers": {"gradients": {"weight": 15, "distance": 2}, "nodes": {"raw_cost": 1}}},
+    ),
+)
 @blp.response(200, CheckResultSchema, example=check_document(), headers=RESPONSE_HEADERS)
 @documents_problems(blp, 400, 413, 415)
 def check_answers(body: dict[str, Any]) -> Response:

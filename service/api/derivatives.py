@@ -9,7 +9,7 @@ from flask.blueprints import BlueprintSetupState
 
 from service.api import evaluator, json_response, language
 from service.api.config import symbolic_limits
-from service.api.examples import DERIVATIVES_DOCUMENT, DERIVATIVES_REQUEST
+from service.api.examples import DERIVATIVES_DOCUMENT, DERIVATIVES_REQUEST, program_examples
 from service.api.problems import documents_problems
 from service.api.request import RESPONSE_HEADERS, Blueprint
 from service.api.schemas import DerivativesRequestSchema, DerivativesSchema
@@ -38,7 +38,10 @@ def differentiator() -> Differentiator:
 
 
 @blp.route("/derivatives", methods=["POST"])
-@blp.arguments(DerivativesRequestSchema(), example=DERIVATIVES_REQUEST)
+@blp.arguments(
+    DerivativesRequestSchema(),
+    examples=program_examples(DERIVATIVES_REQUEST, {"variables": ["weight", "distance"]}),
+)
 @blp.response(200, DerivativesSchema, example=DERIVATIVES_DOCUMENT, headers=RESPONSE_HEADERS)
 @documents_problems(blp, 400, 413, 415)
 def derivatives(body: dict[str, Any]) -> Response:

@@ -67,6 +67,18 @@ def request_examples(lesson: dict[str, Any]) -> dict[str, Any]:
     return examples
 
 
+def program_examples(lesson: dict[str, Any], program: dict[str, Any]) -> dict[str, Any]:
+    """An endpoint's request examples: the lesson's expression, then the shipping program with
+    what else the endpoint asks for (`program`, whose `expression` is the program's text)."""
+    return {
+        "lesson": {"summary": "An expression", "value": lesson},
+        "program": {
+            "summary": "A program with declared inputs",
+            "value": {"expression": SHIPPING_PROGRAM, **program},
+        },
+    }
+
+
 def gradients_examples() -> dict[str, Any]:
     return {
         "lesson": {"summary": "An expression", "value": gradients_document()},
@@ -98,6 +110,7 @@ def gradients_document() -> dict[str, Any]:
 # checks that the service answers exactly this.
 DERIVATIVES_DOCUMENT: dict[str, Any] = {
     "expression": "(a + b) * c",
+    "output": None,
     "latex": "c \\left(a + b\\right)",
     "intermediates": [],
     "value": -10.0,

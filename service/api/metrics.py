@@ -28,6 +28,7 @@ from prometheus_client import (
     generate_latest,
     multiprocess,
 )
+from werkzeug.exceptions import MethodNotAllowed
 
 from service.api import EXTENSION
 from service.api.request import RESPONSE_HEADERS, Blueprint
@@ -38,6 +39,11 @@ PROBLEM_MIMETYPE = "application/problem+json"
 # The problem a request that ran past its time budget is answered with.
 BUDGET_PROBLEM = "request-too-expensive"
 UNMATCHED = "unmatched"  # the endpoint label of a request no route matched (404): one series
+# The method label: HTTP's own methods, and one series for any other token a client sends.
+_METHODS = frozenset(
+    ("GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "CONNECT")
+)
+OTHER_METHOD = "other"
 
 # Seconds: a lesson takes about a millisecond, a 10,000-node graph a few hundred; gunicorn kills
 # a worker at 30.
@@ -132,10 +138,25 @@ def _start_timer() -> None:
     g.metrics_started = time.perf_counter()
 
 
+def _endpoint() -> str:
+    """The route's rule, also for a method it does not allow (a 405); UNMATCHED for no route."""
+    if request.url_rule is not None:
+        return str(request.url_rule.rule)
+    refused = request.routing_exception
+    if isinstance(refused, MethodNotAllowed) and refused.valid_methods:
+        adapter = current_app.create_url_adapter(request)
+        assert adapter is not None  # there is a request
+        method = next(iter(refused.valid_methods))
+        rule, _arguments = adapter.match(method=method, return_rule=True)
+        return str(rule.rule)
+    return UNMATCHED
+
+
 def _record(response: Response) -> Response:
     started = g.pop("metrics_started", None)
-    endpoint = request.url_rule.rule if request.url_rule is not None else UNMATCHED
-    REQUESTS.labels(endpoint, request.method, str(response.status_code)).inc()
+    endpoint = _endpoint()
+    method = request.method if request.method in _METHODS else OTHER_METHOD
+    REQUESTS.labels(endpoint, method, str(response.status_code)).inc()
     if started is not None:
         LATENCY.labels(endpoint).observe(time.perf_counter() - started)
     if response.mimetype == PROBLEM_MIMETYPE:

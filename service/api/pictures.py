@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from flask import Flask, Response, current_app
@@ -13,6 +14,7 @@ from service import pictures
 from service.api import evaluator, json_response, language
 from service.api.config import picture_rate
 from service.api.problems import problem_response
+from service.errors import AutogradError
 from service.i18n import _
 from service.kinds import problem_body
 
@@ -42,6 +44,11 @@ class TokenBucket:
                 return 0.0
             return (1 - self.tokens) / self.rate
 
+    def refund(self) -> None:
+        """Give back the token of a picture refused before any drawing began."""
+        with self.lock:
+            self.tokens = min(self.burst, self.tokens + 1)
+
 
 def init_app(app: Flask) -> None:
     """The app's picture rate; the fonts are loaded here, so a preloading gunicorn master
@@ -66,13 +73,30 @@ def over_rate() -> Response | None:
     return problem_response(problem_body("too-many-pictures", detail), {"Retry-After": seconds})
 
 
+# Refusals of a picture before any drawing began: they cost the worker nothing to count.
+_REFUSED_BEFORE_DRAWING = ("graph_too_large_to_draw", "plot_out_of_range", "graphviz_unavailable")
+
+
+@contextmanager
+def _counted_if_drawn() -> Iterator[None]:
+    """Within the picture rate (the caller took a token): given back if the picture is refused
+    before it is drawn, so a class's requests for a too-large graph leave its plots alone."""
+    try:
+        yield
+    except AutogradError as error:
+        if error.kind in _REFUSED_BEFORE_DRAWING:
+            current_app.extensions[EXTENSION].refund()
+        raise
+
+
 def document_or_drawing(document: dict[str, Any], kind: str) -> Response:
     """The document as JSON, or its graph drawn as `dot`, `mermaid` or `svg`."""
     if kind == "json":
         return json_response(document)
-    if kind == "svg" and (refused := over_rate()) is not None:
+    if kind == "svg" and (refused := over_rate()) is not None:  # dot and mermaid are text
         return refused
-    body = pictures.draw(document, kind, evaluator().limits)
+    with _counted_if_drawn():
+        body = pictures.draw(document, kind, evaluator().limits)
     return Response(body, mimetype=pictures.GRAPH_FORMATS[kind])
 
 
@@ -88,7 +112,8 @@ def plot_response(
     picture rate."""
     if (refused := over_rate()) is not None:
         return refused
-    body = pictures.plot(sweep, bindings, marked, image, explicit, title, language.current())
+    with _counted_if_drawn():
+        body = pictures.plot(sweep, bindings, marked, image, explicit, title, language.current())
     return Response(body, mimetype=pictures.PLOT_FORMATS[image])
 
 

@@ -17,10 +17,15 @@ from service.api.costs import REFUSALS, retry_after
 from service.api.docs import served_spec
 from service.api.examples import REFUSED, refusal
 from service.api.logs import LOGGER
-from service.api.request import REQUEST_ID_HEADER, RESPONSE_HEADERS
+from service.api.request import (
+    CONTENT_LANGUAGE_HEADER,
+    LANGUAGE_HEADER,
+    REQUEST_ID_HEADER,
+    RESPONSE_HEADERS,
+)
 from service.api.schemas import ProblemSchema, bindings_property
 from service.errors import AutogradError, BindingError, BudgetExceeded
-from service.i18n import DEFAULT_LOCALE, _, _n, localized
+from service.i18n import DEFAULT_LOCALE, LOCALES, _, _n, localized
 from service.kinds import HTTP_KINDS, KINDS, Problem, core_problem, problem_body
 
 PROBLEM_MIMETYPE = "application/problem+json"
@@ -128,7 +133,8 @@ def http_problem(error: HTTPException) -> Response:
     messages = (getattr(error, "data", None) or {}).get("messages")
     if kind == "validation-error" and messages:
         errors = [e for location in messages.values() for e in _pointers(location, "")]
-        pointer, first = errors[0]["pointer"] or "/", errors[0]["detail"]
+        # the body as a whole (not an object) has the empty pointer: named in words
+        pointer, first = errors[0]["pointer"] or _("the request body"), errors[0]["detail"]
         detail = (
             _n(
                 "{pointer}: {detail} (and {count} more)",
@@ -219,6 +225,9 @@ class BoundedOperations(BasePlugin):
         for status in sorted({KINDS[kind][0] for kind in REFUSALS}):
             for operation in (operations or {}).values():
                 operation.setdefault("responses", {})[str(status)] = HTTPStatus(status).name
+        # Every operation answers in the language asked for (service/api/language.py).
+        for operation in (operations or {}).values():
+            operation.setdefault("parameters", []).append(LANGUAGE_HEADER)
 
 
 class ProblemApi(Api):
@@ -260,6 +269,25 @@ class ProblemApi(Api):
                 "description": "The client's X-Request-ID if it was a token of at most 128 "
                 "characters from [A-Za-z0-9._-], else one made for the request; the logs carry it.",
                 "schema": {"type": "string"},
+            },
+        )
+        self.spec.components.header(
+            CONTENT_LANGUAGE_HEADER,
+            {
+                "description": "The language of the response's sentences (`en`, `ru` or `et`).",
+                "schema": {"type": "string", "enum": list(LOCALES)},
+            },
+        )
+        self.spec.components.parameter(
+            LANGUAGE_HEADER,
+            "header",
+            {
+                "description": "The languages the client reads, best first (RFC 9110): the "
+                "sentences of the response (problems' titles and details, feedback, warnings, "
+                "plots) are in the first of English, Russian and Estonian it names, else English.",
+                "required": False,
+                "schema": {"type": "string"},
+                "example": "ru, en;q=0.8",
             },
         )
         for status in (s for s in HTTPStatus if s >= HTTPStatus.BAD_REQUEST):

@@ -21,7 +21,13 @@ from service.kinds import Problem
 
 REQUEST_ID_HEADER = "X-Request-ID"
 # Every documented response carries it: a reference to the header component the spec defines.
-RESPONSE_HEADERS = {REQUEST_ID_HEADER: REQUEST_ID_HEADER}
+LANGUAGE_HEADER = "Accept-Language"
+CONTENT_LANGUAGE_HEADER = "Content-Language"
+# The headers every response carries, by the name of their description in the spec.
+RESPONSE_HEADERS = {
+    REQUEST_ID_HEADER: REQUEST_ID_HEADER,
+    CONTENT_LANGUAGE_HEADER: CONTENT_LANGUAGE_HEADER,
+}
 _SANE_REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,128}")
 _QUOTED_KEY = 64  # a duplicate key is quoted up to this many characters in the problem detail
 _LONG_INTEGER = 19  # characters from which an integer is read as a float (int64 has 19 digits)
@@ -155,6 +161,22 @@ class ApiRequest(Request):
     def get_data(  # type: ignore[override]
         self, cache: bool = True, as_text: bool = False, parse_form_data: bool = False
     ) -> bytes | str:
+        # A compressed body would otherwise reach the JSON reader as bytes that are no UTF-8.
+        # It is refused rather than inflated: a few kilobytes of gzip can hold gigabytes.
+        codings = [
+            coding.strip().lower()
+            for coding in self.headers.get("Content-Encoding", "").split(",")
+            if coding.strip().lower() not in ("", "identity")
+        ]
+        if codings:
+            message = _(
+                "the body is sent with Content-Encoding: {coding}; send it unencoded, as plain "
+                "JSON",
+                coding=", ".join(codings),
+            )
+            raise Problem(
+                "unsupported-media-type", message, headers={"Accept-Encoding": "identity"}
+            )
         try:
             data = super().get_data(cache, False, parse_form_data)
         except ClientDisconnected:

@@ -536,7 +536,10 @@ def _problem(field: type[fields.Field[Any]], description: str, *args: Any, **kwa
 
 
 class PositionSchema(Schema):
-    start = _out(fields.Integer, "Index of the first character at fault.")
+    start = _out(
+        fields.Integer,
+        "Index of the first character at fault, counting characters as Unicode code points.",
+    )
     end = _out(fields.Integer, "Index one past the last character at fault.")
     line = _problem(fields.Integer, "The 1-based line of the first character at fault.")
     column = _problem(fields.Integer, "The 1-based column of the first character at fault.")
@@ -768,6 +771,7 @@ class IntermediateSchema(Schema):
 
 class DerivativesSchema(Schema):
     expression = _out(fields.String, "The expression, as sent.")
+    output = _program_output()
     latex = _out(fields.String, "The output as LaTeX, written in the inputs.")
     intermediates = _out(
         fields.List,
@@ -828,8 +832,9 @@ class AnswersSchema(Schema):
         f"Variable name to the gradient of the output with respect to it. {_ANSWER}"
     )
     nodes = _answers(
-        "Node id (as in `graph.nodes` of the operator view), or a name the program assigns, to "
-        "the gradient that reaches the node: the backward pass filled in. A name means the node "
+        "Node id (as in `graph.nodes` of the operator view), an input's name, or a name the "
+        "program assigns, to the gradient that reaches the node: the backward pass filled in. "
+        "Each node is answered once. A name the program assigns means the node "
         "it refers to once the program has run, that is its last assignment, as in Python; a "
         f"node an earlier assignment gave the same name is answered by its id. {_ANSWER}"
     )
@@ -893,10 +898,10 @@ class FeedbackSchema(Schema):
 class CheckItemSchema(Schema):
     item = _out(
         fields.String,
-        "What was answered: `value`, `gradients.a`, `nodes.7`, `derivatives.a`. A node is "
-        "labelled by its `name` when that name still refers to it once the program has run, "
-        "else by its id (as a node left behind by reassigning its name is), so every item's "
-        "label is its own.",
+        "What was answered: `value`, `gradients.a`, `nodes.7`, `nodes.raw_cost`, "
+        "`derivatives.a`. A node answered is named as the answers name it; one not answered by "
+        "its `name` when that name still refers to it once the program has run, else by its id "
+        "(as a node left behind by reassigning its name is), so every item's label is its own.",
     )
     verdict = _out(fields.String, "The verdict.", validate=validate.OneOf(VERDICTS))
     feedback = _out(fields.Nested, "What to tell the learner.", FeedbackSchema)

@@ -23,13 +23,14 @@ from marshmallow import (
 
 from service import sweep as sweeps
 from service.api import evaluator, json_response, language
+from service.api.examples import program_examples
 from service.api.pictures import PLOT_CONTENT, plot_response
 from service.api.problems import documents_problems
 from service.api.request import RESPONSE_HEADERS, Blueprint
 from service.api.schemas import SweepRequestSchema, SweepSchema, expression_field, output_name
 from service.errors import BindingError, ExpressionError, LimitExceeded
 from service.evaluator import Evaluator
-from service.i18n import _
+from service.i18n import Message, _
 from service.kinds import Problem
 
 blp = Blueprint(
@@ -88,7 +89,12 @@ def respond(document: dict[str, Any], body: dict[str, Any], image: str | None) -
 
 
 @blp.route("/sweep", methods=["POST"])
-@blp.arguments(SweepRequestSchema(), example=LINE_REQUEST)
+@blp.arguments(
+    SweepRequestSchema(),
+    examples=program_examples(
+        LINE_REQUEST, {"vary": [{"name": "weight", "from": 0, "to": 10, "points": 5}]}
+    ),
+)
 @blp.response(200, SweepSchema, example=LINE_DOCUMENT, headers=RESPONSE_HEADERS)
 @blp.doc(responses={200: {"content": PLOT_CONTENT}})
 @documents_problems(blp, 400, 413, 415, 429)
@@ -125,11 +131,12 @@ _PLUS_IS_A_SPACE = _("in a URL a + stands for a space: write + as %2B")
 class _Text(fields.Field):  # type: ignore[type-arg]
     """A query parameter in a fixed form, read by `pattern`'s groups."""
 
-    def __init__(self, pattern: str, example: str, **kwargs: Any) -> None:
+    def __init__(self, pattern: str, example: str, form: Message, **kwargs: Any) -> None:
         metadata = {"type": "string", "pattern": pattern, "example": example}
         super().__init__(metadata={**metadata, **kwargs.pop("metadata", {})}, **kwargs)
         self.regex = re.compile(pattern)
         self.example = example
+        self.form = form  # what the parts may be, said when a value is not of the form
 
     def _deserialize(self, value: Any, attr: Any, data: Any, **kwargs: Any) -> Any:
         # the whole value: `match` would let a trailing newline through the pattern's `$`
@@ -147,10 +154,10 @@ class _Text(fields.Field):  # type: ignore[type-arg]
                 )
             raise ValidationError(
                 _(
-                    "expected the form {example}, not {value} (a number has at most 20 digits "
-                    "on each side of its point and an exponent of at most 2 digits)",
+                    "expected the form {example}, not {value} ({form})",
                     example=self.example,
                     value=shown,
+                    form=self.form,
                 )
             )
         return self.read(*match.groups())
@@ -163,7 +170,11 @@ class _AxisText(_Text):
     """`name:from:to:points`, as a URL can carry it: `x:-3:3:200`."""
 
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__(AXIS_PATTERN, "x:-3:3:200", **kwargs)
+        form = _(
+            "from and to are numbers of at most 20 digits on each side of the point and an "
+            "exponent of at most 2 digits; points is a whole number from 1"
+        )
+        super().__init__(AXIS_PATTERN, "x:-3:3:200", form, **kwargs)
 
     def read(self, *groups: str) -> dict[str, Any]:
         name, start, stop, points = groups
@@ -174,7 +185,11 @@ class _BindingText(_Text):
     """`name:number`, as a URL can carry it: `a:2`."""
 
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__(BINDING_PATTERN, "a:2", **kwargs)
+        form = _(
+            "a number has at most 20 digits on each side of its point and an exponent of at "
+            "most 2 digits"
+        )
+        super().__init__(BINDING_PATTERN, "a:2", form, **kwargs)
 
     def read(self, *groups: str) -> tuple[str, float]:
         return groups[0], float(groups[1])
@@ -285,7 +300,7 @@ def plot(body: dict[str, Any]) -> Response:
     try:  # %-escapes that are no UTF-8 stay as they are written: refused, not read as `%`
         unquote_to_bytes(request.query_string.replace(b"+", b" ")).decode()
     except UnicodeDecodeError as error:
-        message = _("the URL's query is not UTF-8 once its %-escapes are decoded")
+        message = _("the URL's query is not UTF-8 once its percent escapes are decoded")
         raise Problem("bad-request", message) from error
     try:
         document = run(body)
