@@ -46,14 +46,21 @@ bind = f"0.0.0.0:{os.environ.get('PORT', '8000')}"
 # behind it. cores + 1 gives 3 on a 2-core machine; each worker costs tens of MB once it forks.
 
 
+MAX_WORKERS = 256  # far past any machine's useful count: a typo, not a plan, beyond it
+
+
 def _workers() -> int:
     written = os.environ.get("AUTOGRAD_WORKERS", "").strip()
     if not written:  # unset or empty: the default
         return _cores() + 1
-    if not written.isdecimal() or not written.isascii() or int(written) < 1:
+    digits = written.isascii() and written.isdecimal() and len(written) <= 3
+    if not digits or not 1 <= int(written) <= MAX_WORKERS:
         # One line, as the app says a wrong setting: gunicorn lets SystemExit through as it is,
         # while any other error here is a traceback under "Failed to read config file".
-        raise SystemExit(f"Error: AUTOGRAD_WORKERS must be a positive whole number, not {written}")
+        shown = written if len(written) <= 24 else written[:16] + "…"
+        raise SystemExit(
+            f"Error: AUTOGRAD_WORKERS must be a whole number from 1 to {MAX_WORKERS}, not {shown}"
+        )
     return int(written)
 
 

@@ -387,8 +387,8 @@ def _close_formula() -> dict[str, Any]:
         "outside_tolerance",
         _(
             "Close, but not the derivative: its values differ slightly from the derivative's, "
-            "as with a rounded or a small extra constant; write constants exactly (1/3, not "
-            "0.333)."
+            "as they do when a constant is rounded or a small one added; write constants "
+            "exactly (1/3, not 0.333)."
         ),
     )
 
@@ -611,7 +611,7 @@ def read_expression(answer: Any) -> ParsedExpression:
     """A symbolic answer: text in our grammar, or a JSON number for a constant derivative, read
     as `read_number` reads one."""
     if isinstance(answer, str):
-        return _parse_answer(answer)
+        return _parse_answer(answer, formula=True)
     number = _json_number(answer)
     if number is None or not math.isfinite(number):
         what = _json_kind(math.inf if number is not None else answer)
@@ -630,9 +630,10 @@ def read_expression(answer: Any) -> ParsedExpression:
     return ParsedExpression(text, Node("constant", (0, len(text)), value=number), (), 1)
 
 
-def _parse_answer(text: str) -> ParsedExpression:
+def _parse_answer(text: str, formula: bool = False) -> ParsedExpression:
     """One expression: a refusal of the grammar, or of a program (its statements, assignments
-    and declarations), is the answer's feedback."""
+    and declarations), is the answer's feedback. `formula`: a derivative is asked for, not a
+    number."""
     try:
         parsed = parse(text, ANSWER_LIMITS)
     except BudgetExceeded:  # the request's time is up: not the answer's fault
@@ -643,7 +644,7 @@ def _parse_answer(text: str) -> ParsedExpression:
         program = _PROGRAM_ONLY.search(text)
         if program is not None:  # the parser's advice would be for a program: not the learner's
             raise _program_construct(program) from None
-        if error.kind == "unknown_function" and _HEAVISIDE.match(text, error.span[0]):
+        if formula and error.kind == "unknown_function" and _HEAVISIDE.match(text, error.span[0]):
             raise _heaviside(error.span, text) from None
         if error.kind == "variable_exponent":  # the parser's reason is the engine's gradients
             message = _(
@@ -705,7 +706,9 @@ def check(
     node_key = {str(node["id"]): node["id"] for node in nodes} | variable_node | named
     _refuse_unknown(answers, variables, node_key)
     node_label = _node_labels(nodes, named)
-    for key in answers.get("nodes") or {}:
+    node_answers = answers.get("nodes") or {}
+    # Named as answered; a node answered by one key and left blank by another, by the first.
+    for key in sorted(node_answers, key=lambda key: not _unanswered(node_answers[key])):
         node_label[node_key[key]] = key
 
     items: list[_Item] = []
@@ -720,7 +723,7 @@ def check(
         _judge_number(item, expression, document, mistakes, target, tolerance)
         items.append(item)
     if answers.get("nodes") is not None:
-        given = {node_key[key]: answer for key, answer in answers["nodes"].items()}
+        given = {node_key[key]: a for key, a in node_answers.items() if not _unanswered(a)}
         for node in nodes:
             item = _Item(f"nodes.{node_label[node['id']]}", node["grad"], given.get(node["id"]))
             _judge_number(item, expression, document, mistakes, node["id"], tolerance)
@@ -833,7 +836,22 @@ def _refuse_unknown(
         for name in (answers.get(group) or {})
         if name not in known
     ]
-    unknown += [f"nodes.{key}" for key in (answers.get("nodes") or {}) if key not in node_key]
+    nodeless = [key for key in (answers.get("nodes") or {}) if key not in node_key]
+    unknown += [f"nodes.{key}" for key in nodeless]
+    if nodeless and len(nodeless) == len(unknown) and known.issuperset(nodeless):
+        # inputs of the program the output does not read: no node, and a gradient of 0
+        raise AnswerError(
+            _n(
+                "{names} is an input the output does not use, so it has no node in the graph; "
+                "its gradient (0) is the item gradients.{first}",
+                "{names} are inputs the output does not use, so they have no nodes in the graph; "
+                "their gradients (0) are the items gradients.{first} and so on",
+                len(nodeless),
+                names=", ".join(nodeless),
+                first=nodeless[0],
+            ),
+            unknown,
+        )
     if unknown:
         shown = ", ".join(_shorten(item) for item in unknown[:5])
         shown += ", …" if len(unknown) > 5 else ""
@@ -851,8 +869,9 @@ def _refuse_unknown(
     # One node answered twice, by its id and by its name, or by two names (`b = a`): which
     # answer to judge would be a guess.
     keys_of: dict[int, list[str]] = {}
-    for key in answers.get("nodes") or {}:
-        keys_of.setdefault(node_key[key], []).append(f"nodes.{key}")
+    for key, answer in (answers.get("nodes") or {}).items():
+        if not _unanswered(answer):  # a blank or null answer answers nothing
+            keys_of.setdefault(node_key[key], []).append(f"nodes.{key}")
     twice = [keys for keys in keys_of.values() if len(keys) > 1]
     if twice:
         raise AnswerError(

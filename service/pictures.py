@@ -116,13 +116,19 @@ def plot(
         # over the whole figure, not the axes, which a grid's colour bar pushes left
         shown = title if len(title) <= _TITLE else title[: _TITLE - 1] + "…"
         figure.suptitle(f"f = {shown}", y=0.985)
-        if value.ndim == 2 and 1 in value.shape:
-            # A grid one point wide is the line it is (contours need two points each way): f
-            # along the other input, the one held at its single value named under the axis.
-            (along, line), (held, at) = sorted(axes.items(), key=lambda axis: len(axis[1]) == 1)
-            _line(ax, {along: line}, value.reshape(-1), {along: gradients[along].reshape(-1)},
-                  bindings, marked, locale)  # fmt: skip
-            ax.set_xlabel(f"{along}    ({held} = {at[0]:g})")
+        if value.ndim == 2 and _held(axes):
+            # A grid that does not move along one side (one point, or from = to) is the line it
+            # is, contours needing two values each way: f along the other input, the one held
+            # named under the axis.
+            (first, x), (second, y) = axes.items()
+            if np.ptp(y) == 0:  # value[i][j] is at x[i], y[j]: the line is the first column
+                along, held, at = first, second, y[0]
+                f, slope = value[:, 0], gradients[first][:, 0]
+            else:
+                along, held, at = second, first, x[0]
+                f, slope = value[0], gradients[second][0]
+            _line(ax, {along: axes[along]}, f, {along: slope}, bindings, marked, locale)
+            ax.set_xlabel(f"{along}    ({held} = {at:g})")
         elif value.ndim == 2:
             _grid(ax, figure, axes, value, gradients, bindings)
         elif not explicit and len(axes) == 1:
@@ -165,6 +171,11 @@ def _check_plottable(
         )
 
 
+def _held(axes: Mapping[str, np.ndarray]) -> bool:
+    """Whether an input of the sweep keeps one value throughout."""
+    return any(np.ptp(axis) == 0 for axis in axes.values())
+
+
 def _metadata(image: str) -> dict[str, Any]:
     return {"Date": None} if image == "svg" else {"Software": None}
 
@@ -179,8 +190,9 @@ def _line(
     locale: str,
 ) -> None:
     ((name, x),) = axes.items()
-    # A point defined between undefined ones is no segment of a line: it is marked.
-    marker = "o" if np.isfinite(value).sum() <= 1 or len(x) <= 2 else None
+    # A point defined between undefined ones is no segment of a line, nor is a line that does
+    # not move (from = to): it is marked.
+    marker = "o" if np.isfinite(value).sum() <= 1 or len(x) <= 2 or np.ptp(x) == 0 else None
     ax.plot(x, value, label="f", color="tab:blue", linewidth=2, marker=marker, clip_on=False)
     ax.plot(x, gradients[name], label=f"∂f/∂{name}", color="tab:orange", linestyle="--",
             marker=marker, clip_on=False)  # fmt: skip

@@ -34,7 +34,7 @@ from service.evaluator import (
     unknown_bindings,
     unused_warnings,
 )
-from service.i18n import DEFAULT_LOCALE, Message, _, translate
+from service.i18n import DEFAULT_LOCALE, Message, _, _n, translate
 from service.limits import Limits
 from service.parser import Lines, ParsedExpression
 from service.tape import Failure, Tape
@@ -260,19 +260,26 @@ def _check_points(
     missing = [n for n in parsed.variables if n not in named and n not in given]
     if missing:
         raise unbound(parsed, missing, [])
+    # Then the first point that lacks an input some other point gives, with all it lacks.
+    for index, point in enumerate(points):
+        lacking = [n for n in parsed.variables if n not in point and n not in given]
+        if lacking:
+            message = _n(
+                "no value given for {names} in points[{index}]",
+                "no values given for {names} in points[{index}]",
+                len(lacking),
+                names=", ".join(lacking),
+                index=index,
+            )
+            span = parsed.first_use(set(lacking))
+            raise BindingError("unbound_variables", message, lacking, span=span).at(parsed.text)
     columns: dict[str, np.ndarray] = {}
     for name in parsed.inputs:
         if name not in named:
             continue
-        # An input the output does not use needs no value: where no point gives one, null.
-        fallback = given.get(name, None if name in parsed.variable_set else math.nan)
-        column = [point.get(name, fallback) for point in points]
-        if any(value is None for value in column):
-            index = column.index(None)
-            message = _("no value given for {name} at point {index}", name=name, index=index)
-            span = parsed.first_use({name})
-            raise BindingError("unbound_variables", message, [name], span=span).at(parsed.text)
-        columns[name] = np.array(column, dtype=float)
+        # An input the output does not use needs no value: where no point gives one, NaN.
+        fallback = given.get(name, math.nan)
+        columns[name] = np.array([point.get(name, fallback) for point in points], dtype=float)
     return columns
 
 

@@ -1061,3 +1061,27 @@ def test_the_derivatives_value_where_its_formula_is_asked_for() -> None:
     # a constant derivative is a number, and right
     right = feedback("a * 6", {"a": 3}, {"derivatives": {"a": "6"}}, "derivatives.a")
     assert right["verdict"] == "correct"
+
+
+def test_an_input_the_output_does_not_use_has_no_node_to_answer() -> None:
+    program = "a = Value(1.0)\nb = Value(2.0)\nu = Value(3.0)\nout = a*b"
+    with pytest.raises(AnswerError) as refused:
+        check(EVALUATOR, program, {}, {"nodes": {"u": 0}})
+    assert refused.value.message.startswith("u is an input the output does not use")
+    assert "gradients.u" in refused.value.message
+
+
+def test_heaviside_where_a_number_is_asked_is_unparsable_as_any_function() -> None:
+    result = feedback("a * b", {"a": 1, "b": 2}, {"value": "Heaviside(1)*2"}, "value")
+    assert result["feedback"]["code"] == "unparsable"
+    assert "Heaviside is not needed" not in result["feedback"]["message"]
+
+
+@pytest.mark.parametrize("blank", [None, ""])
+def test_a_blank_answer_beside_a_real_one_for_the_same_node_answers_nothing(
+    blank: str | None,
+) -> None:
+    document = check(EVALUATOR, "a * b", {"a": 1, "b": 2}, {"nodes": {"0": blank, "a": 2}})
+    results = node_results(document)
+    assert results["nodes.a"]["verdict"] == "correct"
+    assert "nodes.0" not in results

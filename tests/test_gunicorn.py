@@ -146,8 +146,10 @@ def test_access_log_lines_carry_the_request_id(server: Gunicorn) -> None:
     [
         ("AUTOGRAD_MAX_DEPTH", "abc", "AUTOGRAD_MAX_DEPTH must be a positive whole number"),
         ("AUTOGRAD_MAX_DEPHT", "5", "did you mean AUTOGRAD_MAX_DEPTH?"),
-        ("AUTOGRAD_WORKERS", "abc", "AUTOGRAD_WORKERS must be a positive whole number, not abc"),
-        ("AUTOGRAD_WORKERS", "0", "AUTOGRAD_WORKERS must be a positive whole number, not 0"),
+        ("AUTOGRAD_WORKERS", "abc", "must be a whole number from 1 to 256, not abc"),
+        ("AUTOGRAD_WORKERS", "0", "AUTOGRAD_WORKERS must be a whole number from 1 to 256, not 0"),
+        ("AUTOGRAD_WORKERS", "1000000", "from 1 to 256, not 1000000"),
+        ("AUTOGRAD_WORKERS", "9" * 5000, "from 1 to 256, not 9999999999999999…"),
     ],
 )
 def test_a_bad_setting_stops_the_server_with_one_line(variable: str, value: str, said: str) -> None:

@@ -65,6 +65,7 @@ def test_requests_latency_cache_and_refusals_are_counted(client: FlaskClient) ->
     assert client.get("/test/too-expensive").status_code == 503
     assert client.delete("/v1/gradients").status_code == 405
     assert client.open("/v1/gradients", method="BREW").status_code == 405
+    assert client.get("/v1//gradients").status_code == 405  # a route that would redirect it
     after = scrape(client)
 
     def grew(name: str, **labels: str) -> float:
@@ -78,6 +79,7 @@ def test_requests_latency_cache_and_refusals_are_counted(client: FlaskClient) ->
     # A method a route does not allow is counted on the route; a method HTTP has not, as "other".
     assert grew("autograd_requests_total", **route, method="DELETE", status="405") == 1
     assert grew("autograd_requests_total", **route, method="other", status="405") == 1
+    assert grew("autograd_requests_total", endpoint="unmatched", method="GET", status="405") == 1
     assert grew("autograd_request_duration_seconds_count", **route) == 6
     assert grew("autograd_request_duration_seconds_bucket", **route, le="+Inf") == 6
     assert grew("autograd_request_duration_seconds_sum", **route) > 0

@@ -9,8 +9,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import numpy as np
 import pytest
 from flask.testing import FlaskClient
+from matplotlib.figure import Figure
 
 from service import pictures
 from service import sweep as sweeps
@@ -102,6 +104,20 @@ def test_a_grid_one_point_wide_is_drawn_as_the_line_it_is(
     assert f"∂f/∂{along}" in found
     ids = {element.get("id") for element in ET.fromstring(response.data).iter()}
     assert not any(i and i.startswith("QuadContourSet") for i in ids)
+
+
+def test_a_sweep_that_does_not_move_is_drawn_as_what_it_is(client: FlaskClient) -> None:
+    svg = {"Accept": "image/svg+xml"}
+    held = [{"name": "x", "from": 1, "to": 1, "points": 5},
+            {"name": "y", "from": 0, "to": 2, "points": 5}]  # fmt: skip
+    found = texts(client.post("/v1/sweep", json={"expression": "tanh(x) * y", "vary": held},
+                              headers=svg).data)  # fmt: skip
+    assert "y    (x = 1)" in found
+    # a line of no length: the one point it is, marked
+    ax = Figure().add_subplot()
+    x = np.ones(5)
+    pictures._line(ax, {"x": x}, 2 * x, {"x": 2 * x}, {}, None, "en")
+    assert all(line.get_marker() == "o" for line in ax.get_lines())
 
 
 def test_a_grid_as_json_has_rows_for_the_first_name(client: FlaskClient) -> None:

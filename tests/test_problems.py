@@ -670,6 +670,21 @@ def test_a_compressed_body_is_refused_not_read_as_json(client: FlaskClient, codi
         assert response.headers["Accept-Encoding"] == "identity"
 
 
+def test_a_coding_with_no_body_is_no_matter(client: FlaskClient) -> None:
+    gzip_header = {"Content-Encoding": "gzip"}
+    assert client.get("/healthz", headers=gzip_header).status_code == 200
+    url = "/v1/sweep?expression=x&vary=x:0:1:3&format=json"
+    assert client.get(url, headers=gzip_header).status_code == 200
+
+
+def test_a_long_coding_is_quoted_short(client: FlaskClient) -> None:
+    headers = {"Content-Type": "application/json", "Content-Encoding": "x" * 5000}
+    got = problem(
+        client.post("/v1/gradients", data=b"{}", headers=headers), "unsupported-media-type"
+    )
+    assert len(got["detail"]) < 200
+
+
 def test_an_identity_coding_is_no_coding(client: FlaskClient) -> None:
     response = client.post(
         "/v1/gradients",

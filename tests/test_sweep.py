@@ -272,6 +272,17 @@ def test_bad_bindings_are_refused(bindings: dict, vary: list[Axis], kind: str) -
     assert error.value.kind == kind
 
 
+def test_a_point_that_lacks_inputs_others_give_is_named_with_all_it_lacks() -> None:
+    program = "h = a * b\nout = h + c"
+    points = [{"a": 1, "b": 1, "c": 1}, {"c": 1}]
+    with pytest.raises(BindingError) as refused:
+        sweep(EVALUATOR, program, {}, points=points)
+    assert refused.value.kind == "unbound_variables"
+    assert refused.value.variables == ["a", "b"]
+    assert refused.value.message == "no values given for a, b in points[1]"
+    assert refused.value.span == (4, 5)  # a, where the program first reads it
+
+
 @pytest.mark.parametrize("value", [math.nan, math.inf, "1", None, True, 10**400])
 def test_values_that_are_not_finite_numbers_are_refused(value: Any) -> None:
     with pytest.raises(BindingError) as bound:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
+import flask_swagger_ui
 import yaml
 from flask import Blueprint, Flask, Response, current_app, redirect
-from swagger_ui_bundle import swagger_ui_path
 from werkzeug.wrappers import Response as WerkzeugResponse
 
 import service
@@ -19,7 +20,8 @@ DOCS_ASSETS = "/docs/static"
 SPEC_EXTENSION = "autograd.spec"  # the app's `extensions` key for its `APISpec`
 
 # flask-smorest's settings: it serves /openapi.json and the Swagger UI page at /docs; the page's
-# scripts and styles come from swagger-ui-bundle's files below, so the docs work offline.
+# scripts and styles are Swagger UI 5's own files, as flask-swagger-ui ships them, served below, so
+# the docs work offline.
 SPEC_SETTINGS: dict[str, Any] = {
     "API_TITLE": "autograd-service",
     "API_VERSION": service.__version__,
@@ -45,7 +47,8 @@ SPEC_SETTINGS: dict[str, Any] = {
     },
 }
 
-blp = Blueprint("docs", __name__, static_folder=str(swagger_ui_path), static_url_path=DOCS_ASSETS)
+SWAGGER_UI_FILES = Path(flask_swagger_ui.__file__).parent / "dist"
+blp = Blueprint("docs", __name__, static_folder=str(SWAGGER_UI_FILES), static_url_path=DOCS_ASSETS)
 
 
 @blp.route("/openapi.yaml")

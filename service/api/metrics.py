@@ -28,7 +28,7 @@ from prometheus_client import (
     generate_latest,
     multiprocess,
 )
-from werkzeug.exceptions import MethodNotAllowed
+from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from service.api import EXTENSION
 from service.api.request import RESPONSE_HEADERS, Blueprint
@@ -146,8 +146,11 @@ def _endpoint() -> str:
     if isinstance(refused, MethodNotAllowed) and refused.valid_methods:
         adapter = current_app.create_url_adapter(request)
         assert adapter is not None  # there is a request
-        method = next(iter(refused.valid_methods))
-        rule, _arguments = adapter.match(method=method, return_rule=True)
+        try:
+            method = next(iter(refused.valid_methods))
+            rule, _arguments = adapter.match(method=method, return_rule=True)
+        except HTTPException:  # `/v1//gradients`: the route would redirect it, not answer it
+            return UNMATCHED
         return str(rule.rule)
     return UNMATCHED
 

@@ -161,22 +161,6 @@ class ApiRequest(Request):
     def get_data(  # type: ignore[override]
         self, cache: bool = True, as_text: bool = False, parse_form_data: bool = False
     ) -> bytes | str:
-        # A compressed body would otherwise reach the JSON reader as bytes that are no UTF-8.
-        # It is refused rather than inflated: a few kilobytes of gzip can hold gigabytes.
-        codings = [
-            coding.strip().lower()
-            for coding in self.headers.get("Content-Encoding", "").split(",")
-            if coding.strip().lower() not in ("", "identity")
-        ]
-        if codings:
-            message = _(
-                "the body is sent with Content-Encoding: {coding}; send it unencoded, as plain "
-                "JSON",
-                coding=", ".join(codings),
-            )
-            raise Problem(
-                "unsupported-media-type", message, headers={"Accept-Encoding": "identity"}
-            )
         try:
             data = super().get_data(cache, False, parse_form_data)
         except ClientDisconnected:
@@ -192,7 +176,28 @@ class ApiRequest(Request):
             limit = self.max_content_length
             if limit is not None and len(data) >= limit:
                 raise RequestEntityTooLarge()
+        if data:
+            self._refuse_encoded_body()
         return data.decode(errors="replace") if as_text else data
+
+    def _refuse_encoded_body(self) -> None:
+        """A compressed body would reach the JSON reader as bytes that are no UTF-8. It is
+        refused rather than inflated: a few kilobytes of gzip can hold gigabytes."""
+        codings = [
+            coding.strip().lower()
+            for coding in self.headers.get("Content-Encoding", "").split(",")
+            if coding.strip().lower() not in ("", "identity")
+        ]
+        if codings:
+            written = ", ".join(codings)
+            message = _(
+                "the body is sent with Content-Encoding: {coding}; send it unencoded, as plain "
+                "JSON",
+                coding=written if len(written) <= 40 else f"{written[:39]}…",
+            )
+            raise Problem(
+                "unsupported-media-type", message, headers={"Accept-Encoding": "identity"}
+            )
 
     def on_json_loading_failed(self, e: ValueError | None) -> NoReturn:
         if e is None:

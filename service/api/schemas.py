@@ -238,7 +238,13 @@ class WholeNumber(fields.Integer):
 
 
 class AxisSchema(Schema):
-    name = fields.String(required=True, metadata={"description": "The variable to vary."})
+    name = fields.String(
+        required=True,
+        validate=Pattern(
+            IDENTIFIER_PATTERN, _("must be a name: a letter or _, then letters, digits or _")
+        ),
+        metadata={"description": "The variable to vary."},
+    )
     start = FiniteNumber(
         required=True, data_key="from", metadata={"description": "Its first value."}
     )
@@ -459,7 +465,12 @@ class StructureSchema(Schema):
     granularity = _out(
         fields.String, "The granularity of the graph.", validate=validate.OneOf(GRANULARITIES)
     )
-    variables = _out(fields.List, "The variables to bind, in order of first use.", fields.String())
+    variables = _out(
+        fields.List,
+        "The inputs the output reads, in order of first use: each is bound by `bindings`, or "
+        "takes the default a program declared for it (see `inputs`).",
+        fields.String(),
+    )
     inputs = _out(
         fields.List,
         "Every input with its declared default (null if it has none): the output's inputs in "

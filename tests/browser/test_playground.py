@@ -183,16 +183,22 @@ def test_a_broken_expression_is_underlined_where_the_problem_is(visit: Visit) ->
 
 
 @pytest.mark.parametrize(
-    ("lang", "title", "steps"),
-    [("ru", "Песочница autograd", "шаг 5 из 5"), ("et", "Autogradi liivakast", "samm 5 / 5")],
+    ("lang", "title", "steps", "leaf"),
+    [
+        ("ru", "Песочница autograd", "шаг 5 из 5", "вход"),
+        ("et", "Autogradi liivakast", "samm 5 / 5", "sisend"),
+    ],
 )
-def test_switching_language(visit: Visit, lang: str, title: str, steps: str) -> None:
+def test_switching_language(visit: Visit, lang: str, title: str, steps: str, leaf: str) -> None:
     visit.open(f"{LESSON}&step=end")
     visit.page.locator(f"[data-lang={lang}]").click()
     assert visit.page.locator("h1").text_content() == title
     visit.until(f"document.querySelector('#step-count').textContent === '{steps}'")
     # the controls the lessons name in English keep their names: "нажми Play"
     assert visit.page.locator("#play").text_content() == "Play"
+    # an input's card says so in the page's language, as the lessons speak of inputs
+    tags = visit.page.eval_on_selector_all(".card-tag", "ts => ts.map(t => t.textContent)")
+    assert tags.count(leaf) == 3
     assert visit.page.locator("html").get_attribute("lang") == lang
     visit.until(f"new URLSearchParams(location.search).get('lang') === '{lang}'")
     # The service is asked in the same language from now on.
@@ -469,3 +475,53 @@ def test_a_name_a_declaring_program_never_defines_is_warned_about(visit: Visit) 
     )
     visit.page.locator("#expression").fill("weight = Value(3.0)\ncost = weight * 15.0")
     mark.wait_for(state="detached", timeout=5_000)
+
+
+def test_a_pasted_program_runs_at_its_declared_values(visit: Visit) -> None:
+    # The lesson's a = 2 and b = -3 are on the sliders; micrograd code that declares a and b
+    # runs at its own values, as it would in Python, and so does an edited declaration.
+    visit.open()
+    visit.until("document.querySelector('#result').textContent === 'f = -10'")
+    editor = visit.page.locator("#expression")
+    editor.fill("a = Value(-4.0)\nb = Value(2.0)\nc = a * b")
+    visit.until("document.querySelector('#result').textContent === 'c = -8'")
+    editor.fill("a = Value(5.0)\nb = Value(2.0)\nc = a * b")
+    visit.until("document.querySelector('#result').textContent === 'c = 10'")
+    # a slider moved since keeps its value while the declaration stays as it was
+    number = visit.page.locator("#sliders .slider", has_text="b").locator(".slider-number")
+    number.fill("3")
+    number.press("Enter")
+    visit.until("document.querySelector('#result').textContent === 'c = 15'")
+    editor.fill("a = Value(5.0)\nb = Value(2.0)\nc = a * b + 1")
+    visit.until("document.querySelector('#result').textContent === 'c = 16'")
+
+
+def test_the_api_docs_the_page_links_to_render_the_spec(visit: Visit) -> None:
+    # Swagger UI reads the OpenAPI 3.1 the service serves, from the service's own files.
+    visit.open()
+    visit.page.locator("a.docs-link").click()
+    visit.page.wait_for_selector(".opblock", timeout=15_000)
+    assert "OAS 3.1" in (visit.page.locator(".info").text_content() or "")
+    paths = visit.page.eval_on_selector_all(
+        ".opblock-summary-path", "ps => ps.map(p => p.textContent)"
+    )
+    assert {"/v1/gradients", "/v1/check", "/v1/sweep"} <= set(paths)
+
+
+def test_a_prediction_copied_from_the_cards_is_right_and_verdicts_go_with_their_question(
+    visit: Visit,
+) -> None:
+    visit.open("?" + urlencode({"expression": "a / b", "a": "1", "b": "3"}))
+    visit.until("document.querySelectorAll('#predict-fields input').length === 2")
+    fields = visit.page.locator("#predict-fields input")
+    fields.nth(0).fill("0.3333")  # 1/3 as the cards show it, to four decimals
+    visit.page.locator("#predict-form button[type=submit]").click()
+    if not offers(visit.base_url, "/v1/check"):
+        return
+    visit.until("document.querySelectorAll('ul.verdicts li.correct').length === 1")
+    # Another value of b asks another question: the verdicts on the old one go.
+    number = visit.page.locator("#sliders .slider", has_text="b").locator(".slider-number")
+    number.fill("4")
+    number.press("Enter")
+    visit.until("document.querySelectorAll('ul.verdicts li').length === 0")
+    assert fields.nth(0).input_value() == "0.3333"  # what was typed stays

@@ -68,6 +68,6 @@ export const api = {
     latest("sweep", "/v1/sweep", { expression, bindings, vary: [{ name, from, to, points }] }),
   derivatives: (expression, bindings) =>
     latest("derivatives", "/v1/derivatives", { expression, bindings }),
-  check: (expression, bindings, answers) =>
-    latest("check", "/v1/check", { expression, bindings, answers }),
+  check: (expression, bindings, answers, tolerance) =>
+    latest("check", "/v1/check", { expression, bindings, answers, tolerance }),
 };

@@ -3,6 +3,7 @@
 // that merging branches visibly merge. `draw` lays out a structure; `show` fills in numbers.
 
 import { edgeLabel } from "./format.js";
+import { language, t } from "./i18n.js";
 
 const SVG = "http://www.w3.org/2000/svg";
 const CARD_W = 124;
@@ -170,10 +171,11 @@ function title(node, source, owner) {
 
 // The corner tag: what kind of leaf, whether an operation is derived, or which operation it is
 // when the title does not already show it.
-// Like the cards' "value" and "grad", these are the lessons' own English terms in every language.
+// "const" and "derived", like the cards' "value" and "grad", are the lessons' own English terms in
+// every language; an input is named in the page's language, as the lessons speak of it.
 function tag(node, titleText) {
   if (node.kind === "constant") return "const";
-  if (node.kind === "variable") return "input";
+  if (node.kind === "variable") return t("variable");
   if (node.derived) return "derived";
   const op = node.op === "**" && node.exponent !== null ? `**${node.exponent}` : node.label;
   return titleText.length + op.length + 5 <= TITLE_ROOM ? op : "";
@@ -207,6 +209,7 @@ export class GraphView {
   draw(graph, source) {
     const signature = JSON.stringify([
       source,
+      language(), // the cards' tags are words of the page's language
       graph.nodes.map((n) => [n.kind, n.op, n.label, n.children, n.name ?? null, n.expansion]),
     ]);
     if (signature === this.signature) return false;

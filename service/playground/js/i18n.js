@@ -161,7 +161,11 @@ const STRINGS = {
     plotLegendGrad: "∂f/∂{name}",
     plotCurrent: "сейчас: {name} = {value}",
     plotCaption: "f и ∂f/∂{name}, когда {name} идёт от {from} до {to}, а остальные входы закреплены.",
-    plotGaps: "Разрывы: в {count} точках f не определена.",
+    plotGaps: {
+      by: "count",
+      one: "Разрывы: в {count} точке f не определена.",
+      other: "Разрывы: в {count} точках f не определена.",
+    },
     panelUnavailable: "Этой панели нужен {endpoint}, а он ответил: {detail}",
     derivativesIntro: "Одна и та же производная тремя способами: обратный режим (один обратный проход), символьно (точная формула) и численно (разностное отношение).",
     variable: "вход",
@@ -185,7 +189,11 @@ const STRINGS = {
     predictLabel: "∂f/∂{name}",
     check: "Проверить",
     score: "Результат: {score}",
-    scorePartial: "Результат: {score} по {answered} отвеченным; без ответа: {open}",
+    scorePartial: {
+      by: "answered",
+      one: "Результат: {score} по {answered} отвеченному; без ответа: {open}",
+      other: "Результат: {score} по {answered} отвеченным; без ответа: {open}",
+    },
     correct: "верно",
     incorrect: "неверно",
     unanswered: "без ответа",
@@ -297,9 +305,15 @@ export function language() {
   return current;
 }
 
-// One whole sentence per key, its parameters by name.
+// One whole sentence per key, its parameters by name. A sentence whose words agree with a number
+// has a form for each plural category of the language (Intl.PluralRules: Russian says "в 1 точке"
+// but "в 5 точках"), chosen by the parameter named `by`.
 export function t(key, params = {}) {
-  const template = STRINGS[current][key] ?? STRINGS.en[key] ?? key;
+  let template = STRINGS[current][key] ?? STRINGS.en[key] ?? key;
+  if (typeof template === "object") {
+    const category = new Intl.PluralRules(current).select(Number(params[template.by]));
+    template = template[category] ?? template.other;
+  }
   return template.replace(/\{(\w+)\}/g, (_, name) => (name in params ? String(params[name]) : `{${name}}`));
 }
 

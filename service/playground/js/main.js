@@ -13,6 +13,9 @@ import { clampStep, stepCount, viewAt } from "./timeline.js";
 
 const PLAY_INTERVAL_MS = 1100;
 const URL_WRITE_MS = 250;
+// The longest link the page writes: gunicorn reads request lines of up to 4094 bytes, and a link
+// longer than that would open an error instead of the page.
+const URL_LIMIT = 3800;
 
 const $ = (id) => document.getElementById(id);
 
@@ -20,6 +23,7 @@ const preferred = LANGUAGES.find((lang) => (navigator.language || "en").toLowerC
 const state = readState(window.location.search, preferred);
 let variables = []; // the inputs of the expression that last parsed, in order of first use
 let declared = {}; // a program's declared defaults, by input name
+let declaredBefore = null; // those of the text read before (null: none yet, the page opening)
 let undeclared = []; // the warning for names a declaring program reads but never defines
 let evaluation = null; // the last /v1/gradients document
 let playing = null; // the interval of Play, while it plays
@@ -63,7 +67,10 @@ let urlTimer = null;
 function saveUrl() {
   clearTimeout(urlTimer);
   urlTimer = setTimeout(() => {
-    const query = writeState(state, variables);
+    let query = writeState(state, variables);
+    // Too long to open again: the page's own address, in the page's language, rather than a
+    // link that cannot be followed.
+    if (window.location.pathname.length + query.length > URL_LIMIT) query = `?lang=${state.lang}`;
     if (query !== window.location.search) window.history.replaceState(null, "", query);
   }, URL_WRITE_MS);
 }
@@ -97,15 +104,25 @@ async function parse() {
     return;
   }
   editor.clearProblem();
+  const before = declaredBefore;
   ({ names: variables, defaults: declared } = inputsOf(reply.data));
+  declaredBefore = declared;
   undeclared = undeclaredWarning(reply.data);
-  // A program may declare its inputs (`x = Value(2)`): where the service did not list the
-  // default, the first evaluation leaves the input unbound and the slider takes the value the
-  // service used. Any other new input starts at 1.
+  // A program may declare its inputs (`x = Value(2)`): a declaration new or changed since the
+  // text was last read sets its slider, as running the pasted code would; a slider moved since
+  // keeps its value while the declaration stays as it was (and a link's values win when the
+  // page opens). Where the service did not list the default, the first evaluation leaves the
+  // input unbound and the slider takes the value the service used. Any other new input starts
+  // at 1.
   const mayDeclare = /Value\s*\(/.test(state.expression);
   for (const name of variables) {
+    const declaredNow = typeof declared[name] === "number";
+    if (declaredNow && before !== null && before[name] !== declared[name]) {
+      state.bindings[name] = declared[name];
+      continue;
+    }
     if (typeof state.bindings[name] === "number") continue;
-    if (typeof declared[name] === "number") state.bindings[name] = declared[name];
+    if (declaredNow) state.bindings[name] = declared[name];
     else if (!mayDeclare) state.bindings[name] = 1;
   }
   showSliders();
@@ -320,6 +337,10 @@ function applyLanguage(lang) {
   renderPresets();
   sliders.relabel();
   $("predict-results").replaceChildren();
+  if (evaluation) {
+    graph.draw(evaluation.graph, state.expression); // the cards' tags name inputs in the language
+    render();
+  }
 }
 
 function selectPanel(panel, focus = false) {

@@ -219,9 +219,15 @@ export class Panels {
     derivatives.replaceChildren(html("div", { class: "table-frame" }, [table]), ...agree, ...cost);
   }
 
-  // One field per input for the learner's predictions; typed answers survive a re-render.
+  // One field per input for the learner's predictions; typed answers survive a re-render, while
+  // verdicts on a question since changed (another expression, other values) are taken away.
   predictFields(context) {
-    const { predictFields } = this.elements;
+    const { predictFields, predictResults, predictMessage } = this.elements;
+    if (predictResults.dataset.question && predictResults.dataset.question !== question(context)) {
+      predictResults.replaceChildren();
+      delete predictResults.dataset.question;
+      say(predictMessage, null);
+    }
     const typed = Object.fromEntries(
       [...predictFields.querySelectorAll("input")].map((input) => [input.name, input.value]),
     );
@@ -253,11 +259,14 @@ export class Panels {
       gradients[input.name] = Number.isFinite(number) ? number : input.value.trim();
     }
     if (!Object.keys(gradients).length) {
+      predictResults.replaceChildren();
       predictMessage.textContent = t("nothingToCheck");
       predictMessage.classList.add("error");
       return;
     }
-    const reply = await api.check(context.expression, context.bindings, { gradients });
+    // The cards show four decimals: an answer copied from them is right (0.3333 for 1/3).
+    const tolerance = { absolute: 5e-5 };
+    const reply = await api.check(context.expression, context.bindings, { gradients }, tolerance);
     if (reply.aborted) return;
     if (!reply.ok) {
       predictResults.replaceChildren();
@@ -287,7 +296,13 @@ export class Panels {
       open ? t("scorePartial", { score: percent, answered, open }) : t("score", { score: percent }),
     ]);
     predictResults.replaceChildren(summary, html("ul", { class: "verdicts" }, items));
+    predictResults.dataset.question = question(context);
   }
+}
+
+// What a prediction answers: the expression at its values.
+function question(context) {
+  return JSON.stringify([context.expression, context.bindings]);
 }
 
 // The ways as the table's columns name them.
