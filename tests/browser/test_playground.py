@@ -335,6 +335,11 @@ def test_arrow_keys_step_through_the_pass(visit: Visit) -> None:
     assert visit.grads()["c"] == "-1"
     visit.page.keyboard.press("ArrowLeft")
     visit.until("new URLSearchParams(location.search).get('step') === '1'")
+    # with a transport button focused (after a click on it), the arrows still step
+    visit.page.locator("#step-forward").click()
+    visit.until("new URLSearchParams(location.search).get('step') === '2'")
+    visit.page.keyboard.press("ArrowRight")
+    visit.until("new URLSearchParams(location.search).get('step') === '3'")
 
 
 def test_granularity_and_local_derivatives_show_what_derived_nodes_hide(visit: Visit) -> None:

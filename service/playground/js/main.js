@@ -243,7 +243,7 @@ function render() {
   const params = { ...view.caption?.params };
   if (params.node !== undefined) params.node = graph.titleOf(params.node);
   let caption = view.caption ? t(view.caption.key, params) : "";
-  if (state.final) caption += ` (${t("finalShown")})`;
+  if (state.final && view.caption?.key !== "backwardStartFinal") caption += ` (${t("finalShown")})`;
   $("caption").textContent = caption;
   for (const button of document.querySelectorAll("[data-pass]")) {
     button.setAttribute("aria-pressed", String(button.dataset.pass === state.pass));
@@ -438,9 +438,12 @@ $("predict-form").addEventListener("submit", (event) => {
   panels.check(panelContext());
 });
 
-// Shortcuts while no field has the keyboard: ← and → step, space plays or pauses.
+// Shortcuts while no field has the keyboard: ← and → step, space plays or pauses. On the
+// transport's buttons (Play, a step) the arrows step too; space is the button's own.
 document.addEventListener("keydown", (event) => {
-  if (event.target !== document.body || event.altKey || event.ctrlKey || event.metaKey) return;
+  if (event.altKey || event.ctrlKey || event.metaKey) return;
+  const onTransport = event.target instanceof HTMLButtonElement && event.target.closest(".transport");
+  if (event.target !== document.body && !(onTransport && event.key !== " ")) return;
   const actions = {
     ArrowRight: () => $("step-forward").click(),
     ArrowLeft: () => $("step-back").click(),

@@ -70,7 +70,7 @@ export function viewAt(evaluation, pass, step, final) {
     }
   } else {
     evaluation.backward.slice(0, step).forEach(applyBackward);
-    if (step === 0) view.caption = { key: "backwardStart" };
+    if (step === 0) view.caption = { key: final ? "backwardStartFinal" : "backwardStart" };
     else {
       const entry = evaluation.backward[step - 1];
       view.activeNodes.add(entry.node);
