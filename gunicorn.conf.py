@@ -53,7 +53,7 @@ def _workers() -> int:
     written = os.environ.get("AUTOGRAD_WORKERS", "").strip()
     if not written:  # unset or empty: the default
         return _cores() + 1
-    digits = written.isascii() and written.isdecimal() and len(written) <= 3
+    digits = written.isascii() and written.isdecimal() and len(written.lstrip("0")) <= 3
     if not digits or not 1 <= int(written) <= MAX_WORKERS:
         # One line, as the app says a wrong setting: gunicorn lets SystemExit through as it is,
         # while any other error here is a traceback under "Failed to read config file".

@@ -572,12 +572,11 @@ def unknown_bindings(
 ) -> BindingError:
     """Bindings of names that are not inputs: ones the program assigns, or not in it at all;
     `varied`: the names are a sweep's `vary`, not bindings."""
-    if computed := [name for name in unknown if name in parsed.assigned]:
+    computed = [name for name in unknown if name in parsed.assigned]
+    if varied and computed:
         message = _n(
-            "{names} is assigned by the program, so it takes no value: give values to its "
-            "inputs ({inputs})",
-            "{names} are assigned by the program, so they take no values: give values to its "
-            "inputs ({inputs})",
+            "vary names {names}, which the program computes; vary its inputs ({inputs})",
+            "vary names {names}, which the program computes; vary its inputs ({inputs})",
             len(computed),
             names=", ".join(computed),
             inputs=", ".join(parsed.inputs),
@@ -590,6 +589,16 @@ def unknown_bindings(
             "({inputs})",
             len(unknown),
             names=", ".join(unknown),
+            inputs=", ".join(parsed.inputs),
+        )
+    elif computed:
+        message = _n(
+            "{names} is assigned by the program, so it takes no value: give values to its "
+            "inputs ({inputs})",
+            "{names} are assigned by the program, so they take no values: give values to its "
+            "inputs ({inputs})",
+            len(computed),
+            names=", ".join(computed),
             inputs=", ".join(parsed.inputs),
         )
     elif len(unknown) == 1:

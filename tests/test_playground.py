@@ -91,3 +91,10 @@ def test_the_shipping_preset_is_the_programs_example() -> None:
     preset = re.search(r"const SHIPPING = `([^`]*)`", state)
     assert preset is not None
     assert preset[1] == SHIPPING_PROGRAM.rstrip("\n")
+
+
+def test_the_icon_browsers_ask_for_is_the_playgrounds(client: FlaskClient) -> None:
+    response = client.get("/favicon.ico")
+    assert response.status_code == 200
+    assert response.mimetype == "image/svg+xml"
+    assert response.data == (PAGE_FOLDER / "favicon.svg").read_bytes()

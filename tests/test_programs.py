@@ -761,8 +761,6 @@ def test_warnings_speak_the_requests_language(
         ("/v1/gradients", {"bindings": {"raw_cost": 3}}, ["raw_cost"]),
         ("/v1/gradients", {"bindings": {"raw_cost": 3, "cost": 1, "nope": 2}},
          ["cost", "raw_cost"]),
-        ("/v1/sweep", {"vary": [{"name": "raw_cost", "from": 0, "to": 1, "points": 3}]},
-         ["raw_cost"]),
         ("/v1/sweep", {"points": [{"weight_fee": 1}]}, ["weight_fee"]),
     ],
 )  # fmt: skip
@@ -778,6 +776,17 @@ def test_a_binding_of_an_assigned_name_says_the_program_computes_it(
     russian = client.post(path, json={"expression": SHIPPING, **body},
                           headers={"Accept-Language": "ru"}).get_json()  # fmt: skip
     assert "вычисляет сама программа" in russian["detail"]
+
+
+def test_varying_an_assigned_name_says_the_program_computes_it(client) -> None:
+    vary = [{"name": "raw_cost", "from": 0, "to": 1, "points": 3}]
+    response = client.post("/v1/sweep", json={"expression": SHIPPING, "vary": vary})
+    problem = response.get_json()
+    assert problem["type"].endswith("/unknown-variables")
+    assert problem["detail"] == (
+        "vary names raw_cost, which the program computes; vary its inputs "
+        "(base_fee, weight, distance, discount)"
+    )
 
 
 @pytest.mark.parametrize("newline", ["\n", "\r\n"])

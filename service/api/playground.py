@@ -26,6 +26,12 @@ def page() -> Response:
     return send_from_directory(PAGE_FOLDER, "index.html", max_age=0)
 
 
+@blp.route("/favicon.ico")
+def favicon() -> Response:
+    # Browsers ask for it on every page of the service (the docs too): the playground's icon.
+    return send_from_directory(PAGE_FOLDER, "favicon.svg", mimetype="image/svg+xml")
+
+
 @blp.after_request
 def _protect(response: Response) -> Response:
     # The page and each of its modules and stylesheets: the policy above, and never sniffed.

@@ -287,7 +287,6 @@ class ProblemApi(Api):
                 "plots) are in the first of English, Russian and Estonian it names, else English.",
                 "required": False,
                 "schema": {"type": "string"},
-                "example": "ru, en;q=0.8",
             },
         )
         for status in (s for s in HTTPStatus if s >= HTTPStatus.BAD_REQUEST):
@@ -301,6 +300,11 @@ class ProblemApi(Api):
         if status == HTTPStatus.METHOD_NOT_ALLOWED:
             headers["Allow"] = {
                 "description": "The methods the resource accepts.",
+                "schema": {"type": "string"},
+            }
+        if status == HTTPStatus.UNSUPPORTED_MEDIA_TYPE:
+            headers["Accept-Encoding"] = {
+                "description": "The content codings a body may have: `identity`, none.",
                 "schema": {"type": "string"},
             }
         if status == HTTPStatus.SERVICE_UNAVAILABLE:

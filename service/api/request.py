@@ -21,6 +21,8 @@ from service.kinds import Problem
 
 REQUEST_ID_HEADER = "X-Request-ID"
 # Every documented response carries it: a reference to the header component the spec defines.
+# Every 415 says which content codings a body may have: none (RFC 9110, Accept-Encoding).
+IDENTITY_ONLY = {"Accept-Encoding": "identity"}
 LANGUAGE_HEADER = "Accept-Language"
 CONTENT_LANGUAGE_HEADER = "Content-Language"
 # The headers every response carries, by the name of their description in the spec.
@@ -176,7 +178,7 @@ class ApiRequest(Request):
             limit = self.max_content_length
             if limit is not None and len(data) >= limit:
                 raise RequestEntityTooLarge()
-        if data:
+        if data and self.method in ("POST", "PUT", "PATCH"):  # a body that is read as JSON
             self._refuse_encoded_body()
         return data.decode(errors="replace") if as_text else data
 
@@ -195,9 +197,7 @@ class ApiRequest(Request):
                 "JSON",
                 coding=written if len(written) <= 40 else f"{written[:39]}…",
             )
-            raise Problem(
-                "unsupported-media-type", message, headers={"Accept-Encoding": "identity"}
-            )
+            raise Problem("unsupported-media-type", message, headers=IDENTITY_ONLY)
 
     def on_json_loading_failed(self, e: ValueError | None) -> NoReturn:
         if e is None:
@@ -212,7 +212,7 @@ class ApiRequest(Request):
                     "the body must be JSON sent with Content-Type: application/json; this one has "
                     "no Content-Type"
                 )
-            raise Problem("unsupported-media-type", detail)
+            raise Problem("unsupported-media-type", detail, headers=IDENTITY_ONLY)
         if not self.get_data(cache=True):
             raise Problem("malformed-json", _("the request body is empty; send a JSON object"))
         if isinstance(e, json.JSONDecodeError):

@@ -629,9 +629,10 @@ class SweepSchema(Schema):
     output = _program_output()
     axes = _out(
         fields.Dict,
-        "The values of each varied variable (for `points`: of each variable they set).",
+        "The values of each varied variable (for `points`: of each variable they set; null at "
+        "a point that does not set an input the output does not use, which needs no value).",
         keys=fields.String(),
-        values=fields.List(fields.Float()),
+        values=fields.List(fields.Float(allow_none=True)),
     )
     value = _sweep_array(
         "The value at every point: a list, or for a grid a list of rows where `value[i][j]` is "
