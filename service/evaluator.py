@@ -573,13 +573,11 @@ def unknown_bindings(
     """Bindings of names that are not inputs: ones the program assigns, or not in it at all;
     `varied`: the names are a sweep's `vary`, not bindings."""
     computed = [name for name in unknown if name in parsed.assigned]
+    named = computed or unknown  # a value the program computes is said first
+    about = {"names": ", ".join(named), "inputs": ", ".join(parsed.inputs)}
     if varied and computed:
-        message = _n(
-            "vary names {names}, which the program computes; vary its inputs ({inputs})",
-            "vary names {names}, which the program computes; vary its inputs ({inputs})",
-            len(computed),
-            names=", ".join(computed),
-            inputs=", ".join(parsed.inputs),
+        message = _(
+            "vary names {names}, which the program computes; vary its inputs ({inputs})", **about
         )
     elif varied:
         message = _n(
@@ -587,19 +585,17 @@ def unknown_bindings(
             "({inputs})",
             "vary names {names}, which are not inputs of the expression; vary its inputs "
             "({inputs})",
-            len(unknown),
-            names=", ".join(unknown),
-            inputs=", ".join(parsed.inputs),
+            len(named),
+            **about,
         )
     elif computed:
         message = _n(
-            "{names} is assigned by the program, so it takes no value: give values to its "
-            "inputs ({inputs})",
+            "{names} is assigned by the program, so it takes no value: give values to its inputs "
+            "({inputs})",
             "{names} are assigned by the program, so they take no values: give values to its "
             "inputs ({inputs})",
-            len(computed),
-            names=", ".join(computed),
-            inputs=", ".join(parsed.inputs),
+            len(named),
+            **about,
         )
     elif len(unknown) == 1:
         message = _(
