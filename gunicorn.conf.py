@@ -41,11 +41,6 @@ def _cores() -> int:
 # All interfaces: inside a container the published port arrives on the container's own address.
 bind = f"0.0.0.0:{os.environ.get('PORT', '8000')}"
 
-# Evaluating and differentiating an expression is pure CPU work: more busy workers than cores only
-# take turns on the same CPUs, while one spare keeps a long request from queueing every short one
-# behind it. cores + 1 gives 3 on a 2-core machine; each worker costs tens of MB once it forks.
-
-
 MAX_WORKERS = 256  # far past any machine's useful count: a typo, not a plan, beyond it
 
 
@@ -64,6 +59,9 @@ def _workers() -> int:
     return int(written)
 
 
+# Evaluating and differentiating an expression is pure CPU work: more busy workers than cores only
+# take turns on the same CPUs, while one spare keeps a long request from queueing every short one
+# behind it. cores + 1 gives 3 on a 2-core machine; each worker costs tens of MB once it forks.
 workers = _workers()
 worker_class = "sync"  # CPU-bound requests gain nothing from threads under the GIL
 

@@ -552,9 +552,20 @@ def too_many_bindings(count: int, maximum: int) -> BindingError:
     )
 
 
-def unbound(parsed: ParsedExpression, missing: list[str], unknown: list[str]) -> BindingError:
-    """No value for the inputs `missing`: placed at the first one's first use in the text."""
-    if unknown:
+def unbound(
+    parsed: ParsedExpression, missing: list[str], unknown: list[str], point: int | None = None
+) -> BindingError:
+    """No value for the inputs `missing` (at a sweep's `point`, when other points give them):
+    placed at the first one's first use in the text."""
+    if point is not None:
+        message = _n(
+            "no value given for {names} in points[{index}]",
+            "no values given for {names} in points[{index}]",
+            len(missing),
+            names=", ".join(missing),
+            index=point,
+        )
+    elif unknown:
         message = _(
             "no value given for {missing} (the bindings name {unknown}, which the expression "
             "does not use)",

@@ -116,7 +116,7 @@ def plot(
         # over the whole figure, not the axes, which a grid's colour bar pushes left
         shown = title if len(title) <= _TITLE else title[: _TITLE - 1] + "…"
         figure.suptitle(f"f = {shown}", y=0.985)
-        if value.ndim == 2 and _held(axes):
+        if value.ndim == 2 and any(np.ptp(axis) == 0 for axis in axes.values()):
             # A grid that does not move along one side (one point, or from = to) is the line it
             # is, contours needing two values each way: f along the other input, the one held
             # named under the axis.
@@ -169,11 +169,6 @@ def _check_plottable(
                 bound=format(PLOTTABLE, "g"),
             ),
         )
-
-
-def _held(axes: Mapping[str, np.ndarray]) -> bool:
-    """Whether an input of the sweep keeps one value throughout."""
-    return any(np.ptp(axis) == 0 for axis in axes.values())
 
 
 def _metadata(image: str) -> dict[str, Any]:

@@ -34,7 +34,7 @@ from service.evaluator import (
     unknown_bindings,
     unused_warnings,
 )
-from service.i18n import DEFAULT_LOCALE, Message, _, _n, translate
+from service.i18n import DEFAULT_LOCALE, Message, _, translate
 from service.limits import Limits
 from service.parser import Lines, ParsedExpression
 from service.tape import Failure, Tape
@@ -264,15 +264,7 @@ def _check_points(
     for index, point in enumerate(points):
         lacking = [n for n in parsed.variables if n not in point and n not in given]
         if lacking:
-            message = _n(
-                "no value given for {names} in points[{index}]",
-                "no values given for {names} in points[{index}]",
-                len(lacking),
-                names=", ".join(lacking),
-                index=index,
-            )
-            span = parsed.first_use(set(lacking))
-            raise BindingError("unbound_variables", message, lacking, span=span).at(parsed.text)
+            raise unbound(parsed, lacking, [], point=index)
     columns: dict[str, np.ndarray] = {}
     for name in parsed.inputs:
         if name not in named:

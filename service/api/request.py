@@ -20,12 +20,12 @@ from service.i18n import Message, _
 from service.kinds import Problem
 
 REQUEST_ID_HEADER = "X-Request-ID"
-# Every documented response carries it: a reference to the header component the spec defines.
 # Every 415 says which content codings a body may have: none (RFC 9110, Accept-Encoding).
 IDENTITY_ONLY = {"Accept-Encoding": "identity"}
 LANGUAGE_HEADER = "Accept-Language"
 CONTENT_LANGUAGE_HEADER = "Content-Language"
-# The headers every response carries, by the name of their description in the spec.
+# The headers every documented response carries: references to the header components the spec
+# defines, by name.
 RESPONSE_HEADERS = {
     REQUEST_ID_HEADER: REQUEST_ID_HEADER,
     CONTENT_LANGUAGE_HEADER: CONTENT_LANGUAGE_HEADER,
@@ -185,11 +185,9 @@ class ApiRequest(Request):
     def _refuse_encoded_body(self) -> None:
         """A compressed body would reach the JSON reader as bytes that are no UTF-8. It is
         refused rather than inflated: a few kilobytes of gzip can hold gigabytes."""
-        codings = [
-            coding.strip().lower()
-            for coding in self.headers.get("Content-Encoding", "").split(",")
-            if coding.strip().lower() not in ("", "identity")
-        ]
+        header = self.headers.get("Content-Encoding", "")
+        listed = (part.strip().lower() for part in header.split(","))
+        codings = [coding for coding in listed if coding not in ("", "identity")]
         if codings:
             written = ", ".join(codings)
             message = _(

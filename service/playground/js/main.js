@@ -22,8 +22,7 @@ const $ = (id) => document.getElementById(id);
 const preferred = LANGUAGES.find((lang) => (navigator.language || "en").toLowerCase().startsWith(lang)) ?? "en";
 const state = readState(window.location.search, preferred);
 let variables = []; // the inputs of the expression that last parsed, in order of first use
-let declared = {}; // a program's declared defaults, by input name
-let declaredBefore = null; // those of the text read before (null: none yet, the page opening)
+let declared = null; // a program's declared defaults, by input name (null: no text read yet)
 let undeclared = []; // the warning for names a declaring program reads but never defines
 let evaluation = null; // the last /v1/gradients document
 let playing = null; // the interval of Play, while it plays
@@ -104,9 +103,8 @@ async function parse() {
     return;
   }
   editor.clearProblem();
-  const before = declaredBefore;
+  const before = declared; // the text read before, if any: the page opening has none
   ({ names: variables, defaults: declared } = inputsOf(reply.data));
-  declaredBefore = declared;
   undeclared = undeclaredWarning(reply.data);
   // A program may declare its inputs (`x = Value(2)`): a declaration new or changed since the
   // text was last read sets its slider, as running the pasted code would; a slider moved since
