@@ -622,7 +622,7 @@ def unknown_bindings(
 
 
 def unused_warnings(parsed: ParsedExpression) -> list[dict[str, Any]]:
-    """A warning for each assignment the output does not depend on; its message a `Message`,
+    """A warning for each statement the output does not depend on; its message a `Message`,
     rendered in a request's language by `service.i18n.localized`."""
     warnings: list[dict[str, Any]] = []
     if not parsed.unused:
@@ -637,6 +637,12 @@ def unused_warnings(parsed: ParsedExpression) -> list[dict[str, Any]]:
                 "message": _(
                     "{name} is assigned on line {line}, but the output does not depend on it",
                     name=name,
+                    line=line,
+                )
+                if name is not None
+                else _(
+                    "the expression on line {line} is computed and dropped: the output does not "
+                    "depend on it; assign it to a name the output reads, or remove it",
                     line=line,
                 ),
                 "span": list(span),

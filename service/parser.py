@@ -116,7 +116,7 @@ class ParsedExpression:
         *,
         defaults: dict[str, float] | None = None,
         output: str | None = None,
-        unused: tuple[tuple[str, Span], ...] = (),
+        unused: tuple[tuple[str | None, Span], ...] = (),
         statements: int = 1,
         mentioned: tuple[str, ...] = (),
         assigned: tuple[str, ...] = (),
@@ -128,7 +128,9 @@ class ParsedExpression:
         self.node_count = node_count  # nodes in the primitive graph micrograd would build
         self.defaults = defaults or {}  # declared inputs (`x = Value(2.0)`) and their values
         self.output = output  # the output's name, when it has one
-        self.unused = unused  # (name, statement span) of assignments the output does not use
+        # (name, statement span) of the statements the output does not use, in the order
+        # written: assignments, and expressions written as statements (their name None)
+        self.unused = unused
         self.statements = statements
         # Every input of the program, used by the output or not, in the order it first mentions
         # them: the names it reads without assigning them, and those it declares.
@@ -535,6 +537,9 @@ class _Program:
         self.last_reads: tuple[int, ...] = ()  # the assignments the last statement's value reads
         self.backward: tuple[str, Node, Span] | None = None
         self.backward_reads: tuple[int, ...] = ()
+        # Expressions written as statements (a bare `a * 3`): the value and the statement's span.
+        # The output's graph may hold none but the last: the others are computed and dropped.
+        self.bare: list[tuple[Node, Span]] = []
         self.terminator: Token | None = None  # what ended the last expression
         self.previous_end = 0  # where the last expression ended
         self.indentation: int | None = None  # of the line the last statement starts on
@@ -592,7 +597,11 @@ class _Program:
             if second.kind == "." and self.is_backward():
                 return self.backward_statement()
         root = self.expression(None)
-        self.last, self.last_name, self.last_reads = root, None, tuple(self.reading)
+        # A name alone, as the last statement (`y` after `y = ...`), names the output.
+        alone = first.kind == "name" and self.previous_end == first.end and first.text in self.bound
+        self.last, self.last_name = root, first.text if alone else None
+        self.last_reads = tuple(self.reading)
+        self.bare.append((root, (first.start, self.previous_end)))
 
     def check_indentation(self, first: Token) -> None:
         """Refuse a line indented more than the statement before it that starts with a sign:
@@ -1073,7 +1082,7 @@ class _Program:
             max(count, 1),
             defaults=self.defaults,
             output=name,
-            unused=self.unused(reads, order),
+            unused=self.unused(root, reads, order),
             statements=self.statements,
             mentioned=tuple(input_name for input_name, _span in first_mentions),
             assigned=tuple(name for name in self.bound if name not in self.defaults),
@@ -1082,12 +1091,19 @@ class _Program:
         parsed._postorder = order  # computed already
         return parsed
 
-    def unused(self, reads: tuple[int, ...], order: list[Node]) -> tuple[tuple[str, Span], ...]:
-        """(name, statement span) of every assignment the output reads neither directly nor
-        through another, and whose value is not in the output's graph (`order`) either. By the
-        names read first: a name bound to a number is used even though each use of it is a leaf
-        of its own. Then by the nodes: `xmg, ymg = x, y`, pasted from micrograd's tests after
-        the output, names values the output already holds, and adds nothing it could use."""
+    def unused(
+        self, root: Node, reads: tuple[int, ...], order: list[Node]
+    ) -> tuple[tuple[str | None, Span], ...]:
+        """(name, statement span) of every assignment the output (`root`) reads neither directly
+        nor through another, and whose value is not in the output's graph (`order`) either; and
+        (None, span) of every expression written as a statement whose value is neither the
+        output nor in its graph (a bare `a * 3` between assignments is computed and dropped).
+
+        Assignments by the names read first: a name bound to a number is used even though each
+        use of it is a leaf of its own. Then by the nodes: `xmg, ymg = x, y`, pasted from
+        micrograd's tests after the output, names values the output already holds, and adds
+        nothing it could use."""
+        bare = [(node, span) for node, span in self.bare if node is not root]
         used: set[int] = set()
         pending = list(reads)
         while pending:
@@ -1095,19 +1111,25 @@ class _Program:
             if index not in used:
                 used.add(index)
                 pending.extend(self.assignments[index][3])
-        if len(used) == len(self.assignments):
+        if len(used) == len(self.assignments) and not bare:
             return ()
         in_graph = {id(node) for node in order}
         # An input read without a declaration is a tree node of its own at each read, and one
         # graph node for all of them: found by its name.
         inputs = {node.name for node in order if node.kind == "variable"}
-        return tuple(
+
+        def dropped(node: Node) -> bool:
+            return id(node) not in in_graph and not (
+                node.kind == "variable" and node.name in inputs
+            )
+
+        statements: list[tuple[str | None, Span]] = [
             (name, span)
             for index, (name, node, span, _reads) in enumerate(self.assignments)
-            if index not in used
-            and id(node) not in in_graph
-            and not (node.kind == "variable" and node.name in inputs)
-        )
+            if index not in used and dropped(node)
+        ]
+        statements += [(None, span) for node, span in bare if dropped(node)]
+        return tuple(sorted(statements, key=lambda statement: statement[1]))
 
 
 def _graph_sizes(order: list[Node]) -> Iterator[tuple[Node, int]]:
@@ -1178,7 +1200,7 @@ class _Expression:
         next_token = self.stream.next
         while True:
             token = next_token()
-            if token.kind == "newline" and self.continues(expect_operand):
+            if token.kind == "newline" and self.continues(expect_operand, token, previous):
                 continue
             # Where the expression ends so far: set before the token is handled, as `.relu()`
             # reads on to its `)` and sets it there.
@@ -1204,12 +1226,27 @@ class _Expression:
             )
         return root
 
-    def continues(self, expect_operand: bool) -> bool:
+    def continues(self, expect_operand: bool, newline: Token, previous: Token | None) -> bool:
         """Whether a newline is only space: inside brackets, after an operator, or before a
         line that starts with a binary operator (an expression written over several lines).
         A line that starts with a sign starts a statement of its own, as in Python (`-x` may be
-        the output), except in a plain expression, which has always gone on over such lines."""
-        if expect_operand or self.brackets:
+        the output), except in a plain expression, which has always gone on over such lines.
+
+        After an operator, a line that assigns (`y = a *` and then `z = 3`) is the next
+        statement, and the line before it ended too soon: said where it ends."""
+        if self.brackets:
+            return True
+        if expect_operand:
+            if previous is not None and self.statement_follows():
+                raise ExpressionError(
+                    "unexpected_end",
+                    _(
+                        "the line ends after '{text}', where an operand was expected; a "
+                        "statement goes on over several lines only inside brackets",
+                        text=previous.text,
+                    ),
+                    (newline.start, newline.start),
+                )
             return True
         following = self.stream.peek_past_newlines()
         if following.kind != "op" or (following.text in ("+", "-") and not self.plain):
@@ -1217,6 +1254,19 @@ class _Expression:
         while self.stream.peek().kind == "newline":  # each blank line is looked at once
             self.stream.next()
         return True
+
+    def statement_follows(self) -> bool:
+        """Whether the next line that is not blank assigns a name or names the output."""
+        peek = self.stream.peek
+        ahead = 0
+        while peek(ahead).kind == "newline":
+            ahead += 1
+        first, second = peek(ahead), peek(ahead + 1)
+        if first.kind != "name":
+            return False
+        if second.kind in ("=", "augmented"):
+            return True
+        return second.kind == "." and peek(ahead + 2).text == "backward"
 
     def ends(self, token: Token) -> bool:
         """At an operator position: whether `token` ends the expression (and its statement)."""

@@ -372,6 +372,50 @@ def test_backward_names_the_output_before_the_last_statement() -> None:
     assert [w["name"] for w in document["warnings"]] == ["z"]
 
 
+def test_an_expression_written_as_a_statement_and_dropped_is_warned_about() -> None:
+    # Python computes `a * 3` and drops it; the output, b, does not depend on it.
+    program = "a = Value(2.0)\na * 3\nb = a + 1\nb * 0.5; a"
+    document = evaluator.evaluate(program, output="b")
+    assert document["value"] == 3.0
+    assert [(w["kind"], w["name"], w["span"]) for w in document["warnings"]] == [
+        ("unused", None, [15, 20]),
+        ("unused", None, [31, 38]),
+    ]
+    assert "the expression on line 2 is computed and dropped" in document["warnings"][0]["message"]
+    # The output's own statement, or one its graph holds, is not dropped.
+    assert evaluator.evaluate("a = Value(2.0)\nb = a + 1\nb\nb * 3")["warnings"] == []
+    assert evaluator.evaluate("y = a * 2\na\ny", {"a": 1})["warnings"] == []
+
+
+def test_a_name_alone_on_the_last_line_names_the_output() -> None:
+    document = evaluator.evaluate("y = a * 2\nz = y + 1\ny", {"a": 1})
+    assert (document["value"], document["output"]) == (2.0, "y")
+    assert [w["name"] for w in document["warnings"]] == ["z"]
+    # An expression of names is not a name: the output has none.
+    assert evaluator.evaluate("y = a * 2\n(y)", {"a": 1})["output"] is None
+    assert evaluator.evaluate("a", {"a": 1})["output"] is None  # a plain expression
+
+
+@pytest.mark.parametrize(
+    ("program", "after", "at"),
+    [
+        ("x = Value(1.0)\ny = x *\nz = 3", "*", 22),
+        ("x = Value(1.0)\ny = x +\n\n# next\nz += 3", "+", 22),
+        ("x = Value(1.0)\ny =\nz = 3", "=", 18),
+        ("y = a -\ny.backward()", "-", 7),
+    ],
+)
+def test_a_line_ending_in_an_operator_before_the_next_statement_is_refused_where_it_ends(
+    program: str, after: str, at: int
+) -> None:
+    with pytest.raises(ExpressionError) as raised:
+        parse(program)
+    assert (raised.value.kind, raised.value.span) == ("unexpected_end", (at, at))
+    assert f"the line ends after '{after}'" in str(raised.value.message)
+    # Followed by more of the expression, the line goes on, as it always has.
+    assert parse("y = a *\n  2\ny").output == "y"
+
+
 def test_statements_comments_and_blank_lines() -> None:
     program = "# a comment\n\n  \na = Value(2.0); b = a * a  # square\n\nb\n"
     document = evaluator.evaluate(program)

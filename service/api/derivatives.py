@@ -54,7 +54,7 @@ def derivatives(body: dict[str, Any]) -> Response:
     whether reverse mode matched the exact value everywhere. Symbolic work is bounded: an
     expression with more operators than the configured limit (100 by default) is a 422
     `symbolic-too-large` problem, and symbolic work that outlasts its time budget (2 s by
-    default) a 422 `symbolic-too-expensive` one. `warnings` names a program's assignments
+    default) a 422 `symbolic-too-expensive` one. `warnings` names a program's statements
     the output does not depend on, as on /v1/gradients.
     """
     return json_response(differentiator().differentiate(**body, locale=language.current()))

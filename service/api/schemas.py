@@ -366,8 +366,13 @@ class GraphShapeSchema(Schema):
 
 
 class WarningSchema(Schema):
-    kind = _out(fields.String, "`unused`: the output does not depend on this assignment.")
-    name = _out(fields.String, "The name assigned.")
+    kind = _out(fields.String, "`unused`: the output does not depend on this statement.")
+    name = _out(
+        fields.String,
+        "The name assigned; null for an expression written as a statement, which is computed "
+        "and dropped.",
+        allow_none=True,
+    )
     message = _out(fields.String, "The warning, in a sentence.")
     span = _span()
     line = _out(fields.Integer, "The 1-based line of the statement.")
@@ -392,7 +397,8 @@ def _program_output() -> fields.String:
     return _out(
         fields.String,
         "The output's name: the request's `output`, the name `backward()` was called on, or "
-        "the target of the last assignment; null for a bare expression.",
+        "the target of the last assignment, or a name written alone as the last statement; "
+        "null for any other bare expression.",
         allow_none=True,
     )
 
@@ -400,7 +406,8 @@ def _program_output() -> fields.String:
 def _warnings() -> fields.List[Any]:
     return _out(
         fields.List,
-        "Assignments the output does not depend on: they add no nodes.",
+        "Statements the output does not depend on (assignments, and expressions written as "
+        "statements, whose values are dropped): they add no nodes.",
         fields.Nested(WarningSchema),
     )
 

@@ -182,6 +182,25 @@ def test_a_broken_expression_is_underlined_where_the_problem_is(visit: Visit) ->
     visit.until("document.querySelector('#expression-message').textContent === ''")
 
 
+def test_a_link_whose_values_cannot_be_computed_shows_the_graph_the_text_builds(
+    visit: Visit,
+) -> None:
+    visit.page.goto(f"{visit.base_url}/?" + urlencode({"expression": "1/a + b", "a": 0, "b": 2}))
+    visit.page.wait_for_selector("#graph .node", timeout=15_000)
+    visit.until("document.querySelector('#caption').textContent !== ''")
+    assert visit.grads() == {"1": "--", "a": "--", "b": "--", "1/a": "--", "1/a + b": "--"}
+    assert visit.value("1/a + b") == "--"
+    assert "division by zero" in (visit.page.locator("#expression-message").text_content() or "")
+    assert "cannot be computed" in (visit.page.locator("#caption").text_content() or "")
+    # At an input where it can be computed, the numbers come.
+    number = visit.page.locator("#sliders .slider-number").first
+    number.fill("0.5")
+    number.press("Enter")
+    visit.until("document.querySelector('#result').textContent === 'f = 4'")
+    assert visit.value("1/a") == "2"
+    assert [error for error in visit.errors if "status of 422" not in error] == []
+
+
 @pytest.mark.parametrize(
     ("lang", "title", "steps", "leaf"),
     [

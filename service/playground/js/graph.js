@@ -70,13 +70,62 @@ function columnGap(graph) {
   return Math.min(COLUMN_GAP.max, Math.max(COLUMN_GAP.min, wanted));
 }
 
+// An edge that skips columns passes through each column between its ends at a waypoint, laid
+// out with the cards (the layered drawing's usual dummy nodes), so it runs between cards, never
+// under one. Vertical room, top to top: a card needs ROW_GAP below another; an edge's line,
+// drawn at its waypoint's centre, keeps clear of a card's foot (and the expansion under it).
+const WAYPOINT_ROOM = { cardToWay: 72, wayToCard: 50, wayToWay: 14 };
+// A long chain fed from its start skips ever more columns (a sum of n terms, each from the
+// first column, skips some n²/2): past this many waypoints, edges are drawn straight instead.
+const MAX_WAYPOINTS = 3000;
+
+function room(upper, lower, isWaypoint) {
+  if (isWaypoint(upper)) return isWaypoint(lower) ? WAYPOINT_ROOM.wayToWay : WAYPOINT_ROOM.wayToCard;
+  return isWaypoint(lower) ? WAYPOINT_ROOM.cardToWay : ROW_GAP;
+}
+
 export function layout(graph) {
   const nodes = graph.nodes;
   const { column, parents } = columns(nodes);
+  // Items are the nodes' ids, then a waypoint for each column an edge skips. `left` and `right`
+  // are each item's neighbours: in the columns beside it, or, without waypoints, its operands
+  // and the operations that use it.
+  const skipped = nodes.reduce(
+    (sum, node) => sum + node.children.reduce((s, child) => s + Math.max(0, column[node.id] - column[child] - 1), 0),
+    0,
+  );
+  const routed = skipped <= MAX_WAYPOINTS;
+  const left = routed
+    ? nodes.map((node) => node.children.filter((child) => column[child] === column[node.id] - 1))
+    : nodes.map((node) => node.children);
+  const right = routed ? nodes.map(() => []) : parents;
+  const itemColumn = [...column];
+  const waypoints = new Map(); // edge key -> the waypoints' items, left to right
+  for (const node of routed ? nodes : []) {
+    node.children.forEach((child, index) => {
+      let previous = child;
+      const items = [];
+      for (let c = column[child] + 1; c < column[node.id]; c += 1) {
+        const item = itemColumn.length;
+        itemColumn.push(c);
+        left.push([previous]);
+        right.push([]);
+        right[previous].push(item);
+        items.push(item);
+        previous = item;
+      }
+      if (items.length) {
+        waypoints.set(edgeKey(node.id, index), items);
+        left[node.id].push(previous);
+      }
+      right[previous].push(node.id);
+    });
+  }
+  const isWaypoint = (item) => item >= nodes.length;
   const width = Math.max(...column) + 1;
   const byColumn = Array.from({ length: width }, () => []);
-  for (const node of nodes) byColumn[column[node.id]].push(node.id);
-  const rank = new Array(nodes.length).fill(0);
+  itemColumn.forEach((c, item) => byColumn[c].push(item));
+  const rank = new Array(itemColumn.length).fill(0);
   const place = () => {
     for (const ids of byColumn) ids.forEach((id, i) => (rank[id] = i - (ids.length - 1) / 2));
   };
@@ -84,7 +133,7 @@ export function layout(graph) {
   const centre = (ids) => ids.reduce((sum, id) => sum + rank[id], 0) / ids.length;
   const order = (ids, neighbours) => {
     const keyed = ids.map((id, i) => {
-      const around = neighbours(id);
+      const around = neighbours[id];
       return [around.length ? centre(around) : rank[id], i, id];
     });
     keyed.sort((x, y) => x[0] - y[0] || x[1] - y[1]);
@@ -92,31 +141,38 @@ export function layout(graph) {
   };
   for (let sweep = 0; sweep < SWEEPS; sweep += 1) {
     for (let c = 1; c < width; c += 1) {
-      byColumn[c] = order(byColumn[c], (id) => nodes[id].children);
+      byColumn[c] = order(byColumn[c], left);
       place();
     }
     for (let c = width - 2; c >= 0; c -= 1) {
-      byColumn[c] = order(byColumn[c], (id) => parents[id]);
+      byColumn[c] = order(byColumn[c], right);
       place();
     }
   }
-  // Heights: the inputs evenly spaced; each operation level with the middle of its operands, so
-  // two branches visibly meet in it, then pushed apart to keep a row's gap, order kept.
+  // Heights: the first column evenly spaced; each item level with the middle of its neighbours
+  // on the left, so two branches visibly meet in an operation and an edge runs straight where
+  // it can, then pushed apart to keep each pair's room, order kept.
   const y = rank.map((r) => r * ROW_GAP);
   for (let c = 1; c < width; c += 1) {
     const ids = byColumn[c];
-    const wanted = ids.map((id) => {
-      const operands = nodes[id].children.filter((child) => column[child] < c);
-      return operands.length ? operands.reduce((sum, child) => sum + y[child], 0) / operands.length : y[id];
-    });
+    const wanted = ids.map((id) =>
+      left[id].length ? left[id].reduce((sum, item) => sum + y[item], 0) / left[id].length : y[id],
+    );
     const placed = [];
-    wanted.forEach((w, i) => placed.push(i === 0 ? w : Math.max(w, placed[i - 1] + ROW_GAP)));
+    wanted.forEach((w, i) =>
+      placed.push(i === 0 ? w : Math.max(w, placed[i - 1] + room(ids[i - 1], ids[i], isWaypoint))),
+    );
     const shift = wanted.reduce((sum, w, i) => sum + (w - placed[i]), 0) / ids.length;
     ids.forEach((id, i) => (y[id] = placed[i] + shift));
   }
   const gap = columnGap(graph);
   const position = nodes.map((node) => ({ x: column[node.id] * gap, y: y[node.id] }));
-  return { position, parents, gap };
+  // Where each skipping edge crosses the columns between its ends: the line's height there.
+  const routes = new Map();
+  for (const [key, items] of waypoints) {
+    routes.set(key, items.map((item) => ({ x: itemColumn[item] * gap, y: y[item] + CARD_H / 2 })));
+  }
+  return { position, gap, routes };
 }
 
 // The point of a cubic Bézier at parameter t.
@@ -126,14 +182,18 @@ function bezier(p0, p1, p2, p3, t) {
 }
 
 // Where each edge leaves its child and enters its parent: one port per edge on each side,
-// ordered by the other end's height, so `a * a` draws two distinct arrows.
-function ports(nodes, position, parents) {
+// ordered by the height the edge comes from or goes to (the other end, or the edge's nearest
+// waypoint), so `a * a` draws two distinct arrows and edges do not cross at a card.
+function ports(nodes, position, routes) {
   const enter = new Map();
   const leave = new Map();
+  const middle = (id) => position[id].y + CARD_H / 2;
+  const from = (parent, index, child) => routes.get(edgeKey(parent, index))?.at(-1).y ?? middle(child);
+  const to = (parent, index) => routes.get(edgeKey(parent, index))?.[0].y ?? middle(parent);
   for (const node of nodes) {
     const order = node.children
-      .map((child, index) => ({ child, index }))
-      .sort((p, q) => position[p.child].y - position[q.child].y || p.index - q.index);
+      .map((child, index) => ({ child, index, y: from(node.id, index, child) }))
+      .sort((p, q) => p.y - q.y || p.index - q.index);
     order.forEach(({ index }, slot) => {
       enter.set(edgeKey(node.id, index), (CARD_H * (slot + 1)) / (order.length + 1));
     });
@@ -142,8 +202,8 @@ function ports(nodes, position, parents) {
   for (const node of nodes) {
     node.children.forEach((child, index) => outgoing[child].push({ parent: node.id, index }));
   }
-  outgoing.forEach((edges, child) => {
-    edges.sort((p, q) => position[p.parent].y - position[q.parent].y || p.index - q.index);
+  outgoing.forEach((edges) => {
+    edges.sort((p, q) => to(p.parent, p.index) - to(q.parent, q.index) || p.index - q.index);
     edges.forEach(({ parent, index }, slot) => {
       leave.set(edgeKey(parent, index), (CARD_H * (slot + 1)) / (edges.length + 1));
     });
@@ -215,8 +275,8 @@ export class GraphView {
     if (signature === this.signature) return false;
     this.signature = signature;
     this.graph = graph;
-    const { position, parents, gap } = layout(graph);
-    const { enter, leave } = ports(graph.nodes, position, parents);
+    const { position, gap, routes } = layout(graph);
+    const { enter, leave } = ports(graph.nodes, position, routes);
     const svg = this.svg;
     svg.replaceChildren();
     const defs = element("defs", {}, svg);
@@ -236,17 +296,25 @@ export class GraphView {
     for (const node of graph.nodes) {
       node.children.forEach((child, index) => {
         const key = edgeKey(node.id, index);
-        const x1 = position[child].x + CARD_W;
-        const y1 = position[child].y + leave.get(key);
+        // A curve from the child to the parent, through the edge's waypoints: across each
+        // column it skips straight, between the cards there.
+        let x1 = position[child].x + CARD_W;
+        let y1 = position[child].y + leave.get(key);
         const x2 = position[node.id].x;
         const y2 = position[node.id].y + enter.get(key);
+        let d = `M ${x1} ${y1}`;
+        for (const point of routes.get(key) ?? []) {
+          const bend = Math.max(40, (point.x - x1) / 2);
+          d += ` C ${x1 + bend} ${y1}, ${point.x - bend} ${point.y}, ${point.x} ${point.y} H ${point.x + CARD_W}`;
+          [x1, y1] = [point.x + CARD_W, point.y];
+        }
         const bend = Math.max(40, (x2 - x1) / 2);
-        const d = `M ${x1} ${y1} C ${x1 + bend} ${y1}, ${x2 - bend} ${y2}, ${x2 - 2} ${y2}`;
+        d += ` C ${x1 + bend} ${y1}, ${x2 - bend} ${y2}, ${x2 - 2} ${y2}`;
         const group = element("g", { class: "edge", "data-edge": key }, edgeLayer);
         const path = element("path", { d, class: "edge-path" }, group);
-        // The label sits where the curve crosses the middle of the gap just left of the parent:
-        // the curve's midpoint between neighbouring columns, and clear of the cards in between
-        // when the edge skips columns. x grows along the curve, so bisection finds the point.
+        // The label sits where the curve crosses the middle of the gap just left of the parent,
+        // on its last piece: the curve's midpoint between neighbouring columns. x grows along
+        // the curve, so bisection finds the point.
         const targetX = x2 - (gap - CARD_W) / 2;
         const xs = [x1, x1 + bend, x2 - bend, x2 - 2];
         let low = 0;
@@ -291,7 +359,8 @@ export class GraphView {
     });
 
     const xs = position.map((p) => p.x);
-    const ys = position.map((p) => p.y);
+    // An edge may pass below every card or above them all: its waypoints count as cards' middles.
+    const ys = [...position.map((p) => p.y), ...[...routes.values()].flat().map((p) => p.y - CARD_H / 2)];
     // A derived node's expansion, written under its card, may be wider than the card.
     const expansions = graph.nodes.map((n) => (n.expansion ? (n.expansion.length + 2) * EXPANSION_CHAR : 0));
     const overhang = Math.max(0, (Math.max(...expansions) - CARD_W) / 2);

@@ -57,6 +57,7 @@ const STRINGS = {
     legend: "Grey arrows carry values forward. Orange arrows carry gradient back, labelled incoming × local = contribution. Keys: ← → step, space plays.",
     localGradient: "local derivative",
     stale: "The graph shows the last expression that worked.",
+    noValues: "The graph this text builds: its values cannot be computed at these inputs (the message under the text says why).",
     undeclared:
       "{names}: neither declared nor assigned, so it starts at 1 here; Python would stop with a NameError (a typo?)",
     unreachable: "The service could not be reached: {detail}",
@@ -151,6 +152,7 @@ const STRINGS = {
     legend: "Серые стрелки несут значения вперёд. Оранжевые несут градиент назад, с подписью входящий × локальная производная = вклад. Клавиши: ← → шаг, пробел — Play.",
     localGradient: "локальная производная",
     stale: "Граф показывает последнее выражение, которое удалось разобрать.",
+    noValues: "Граф, который строит этот текст: при этих входах его значения не вычисляются (почему — сказано под текстом).",
     undeclared:
       "{names}: не объявлено и не присвоено, поэтому здесь начинается с 1; Python остановился бы с NameError (опечатка?)",
     unreachable: "Сервис недоступен: {detail}",
@@ -253,6 +255,7 @@ const STRINGS = {
     legend: "Hallid nooled kannavad väärtusi edasi. Oranžid nooled kannavad gradienti tagasi, sildiga sissetulev × lokaalne tuletis = panus. Klahvid: ← → samm, tühik on Play.",
     localGradient: "lokaalne tuletis",
     stale: "Graaf näitab viimast avaldist, mis töötas.",
+    noValues: "Graaf, mille see tekst ehitab: nende sisenditega ei saa selle väärtusi arvutada (miks, ütleb teade teksti all).",
     undeclared:
       "{names}: pole deklareeritud ega omistatud, seega algab siin väärtusest 1; Python peatuks NameErroriga (kirjaviga?)",
     unreachable: "Teenusega ei saanud ühendust: {detail}",

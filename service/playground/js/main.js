@@ -25,6 +25,7 @@ let variables = []; // the inputs of the expression that last parsed, in order o
 let declared = null; // a program's declared defaults, by input name (null: no text read yet)
 let undeclared = []; // the warning for names a declaring program reads but never defines
 let evaluation = null; // the last /v1/gradients document
+let shape = null; // the last /v1/graph document, with the text and granularity it is of
 let playing = null; // the interval of Play, while it plays
 
 const editor = new Editor($("expression"), document.querySelector(".editor-mirror"), $("expression-message"), (text) => {
@@ -103,6 +104,7 @@ async function parse() {
     return;
   }
   editor.clearProblem();
+  shape = { graph: reply.data.graph, expression: state.expression, granularity: state.granularity };
   const before = declared; // the text read before, if any: the page opening has none
   ({ names: variables, defaults: declared } = inputsOf(reply.data));
   undeclared = undeclaredWarning(reply.data);
@@ -164,6 +166,21 @@ function showProblem(problem) {
   $("caption").textContent = evaluation ? t("stale") : "";
 }
 
+// The text parsed but cannot be evaluated at these inputs (1/a at a = 0): unless the graph
+// already shows this text at other inputs (greyed, as a slider passes a pole), it shows the
+// graph the text builds, without numbers, rather than an empty frame or another text's graph.
+function showShape() {
+  const current = (document) =>
+    document?.expression === state.expression && document?.granularity === state.granularity;
+  if (!current(shape) || current(evaluation)) return;
+  evaluation = null;
+  graph.draw(shape.graph, state.expression);
+  const unknown = shape.graph.nodes.map(() => "--");
+  const none = { labels: new Map(), locals: new Map(), activeNodes: new Set(), activeEdges: new Set() };
+  graph.show({ values: unknown, grads: unknown, ...none }, { local: false });
+  $("caption").textContent = t("noValues");
+}
+
 let evaluating = false;
 let again = false;
 
@@ -193,6 +210,7 @@ async function evaluate() {
         continue;
       }
       showProblem(reply.problem);
+      showShape();
       continue;
     }
     editor.showWarnings([...undeclared, ...(reply.data.warnings ?? [])]);
