@@ -359,6 +359,15 @@ def test_arrow_keys_step_through_the_pass(visit: Visit) -> None:
     visit.until("new URLSearchParams(location.search).get('step') === '2'")
     visit.page.keyboard.press("ArrowRight")
     visit.until("new URLSearchParams(location.search).get('step') === '3'")
+    # and with any other button or a checkbox just clicked: the pass, final gradients
+    visit.page.locator("[data-pass=forward]").click()  # the forward pass, from its step 0
+    visit.until("new URLSearchParams(location.search).get('pass') === 'forward'")
+    visit.page.keyboard.press("ArrowRight")
+    visit.until("new URLSearchParams(location.search).get('step') === '1'")
+    visit.page.locator("#final").check()
+    visit.page.keyboard.press("ArrowRight")  # the second and last operation: the pass's end
+    visit.until("new URLSearchParams(location.search).get('step') === 'end'")
+    assert visit.page.locator("#final").is_checked()
 
 
 def test_granularity_and_local_derivatives_show_what_derived_nodes_hide(visit: Visit) -> None:

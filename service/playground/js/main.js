@@ -454,12 +454,16 @@ $("predict-form").addEventListener("submit", (event) => {
   panels.check(panelContext());
 });
 
-// Shortcuts while no field has the keyboard: ← and → step, space plays or pauses. On the
-// transport's buttons (Play, a step) the arrows step too; space is the button's own.
+// Shortcuts while no field has the keyboard: ← and → step, space plays or pauses. On a button
+// or a checkbox just clicked (Play, Backward, final gradients) the arrows step too, as they
+// mean nothing there; space is the control's own, and the panels' tabs keep their arrows.
 document.addEventListener("keydown", (event) => {
   if (event.altKey || event.ctrlKey || event.metaKey) return;
-  const onTransport = event.target instanceof HTMLButtonElement && event.target.closest(".transport");
-  if (event.target !== document.body && !(onTransport && event.key !== " ")) return;
+  const target = event.target;
+  const onControl =
+    (target instanceof HTMLButtonElement && target.getAttribute("role") !== "tab") ||
+    (target instanceof HTMLInputElement && target.type === "checkbox");
+  if (target !== document.body && !(onControl && event.key !== " ")) return;
   const actions = {
     ArrowRight: () => $("step-forward").click(),
     ArrowLeft: () => $("step-back").click(),
