@@ -413,6 +413,27 @@ def test_a_typed_value_moves_its_slider_and_widens_its_range(visit: Visit) -> No
     )
 
 
+def test_edge_labels_grown_by_a_slider_stay_clear_of_the_cards(visit: Visit) -> None:
+    visit.open(LESSON + "&step=end")
+    number = visit.page.locator("#sliders .slider-number").first
+    number.fill("1234.5")
+    number.press("Enter")
+    visit.until("document.querySelector('#result').textContent !== 'f = -10'")
+    assert "1 × 1231.5 = 1231.5" in visit.edge_labels()
+    overlaps = visit.page.evaluate(
+        """() => {
+            const boxes = (selector) => [...document.querySelectorAll(selector)]
+                .map((element) => element.getBoundingClientRect());
+            const cards = boxes('#graph .node rect.card');
+            const labels = boxes('#graph .edge-label.shown rect');
+            return labels.filter((l) => cards.some((c) =>
+                l.left < c.right && c.left < l.right && l.top < c.bottom && c.top < l.bottom
+            )).length;
+        }"""
+    )
+    assert overlaps == 0
+
+
 def test_the_error_mark_scrolls_with_a_long_line(visit: Visit) -> None:
     visit.open(LESSON)
     editor = visit.page.locator("#expression")

@@ -84,7 +84,7 @@ function room(upper, lower, isWaypoint) {
   return isWaypoint(lower) ? WAYPOINT_ROOM.cardToWay : ROW_GAP;
 }
 
-export function layout(graph) {
+export function layout(graph, gap = columnGap(graph)) {
   const nodes = graph.nodes;
   const { column, parents } = columns(nodes);
   // Items are the nodes' ids, then a waypoint for each column an edge skips. `left` and `right`
@@ -165,7 +165,6 @@ export function layout(graph) {
     const shift = wanted.reduce((sum, w, i) => sum + (w - placed[i]), 0) / ids.length;
     ids.forEach((id, i) => (y[id] = placed[i] + shift));
   }
-  const gap = columnGap(graph);
   const position = nodes.map((node) => ({ x: column[node.id] * gap, y: y[node.id] }));
   // Where each skipping edge crosses the columns between its ends: the line's height there.
   const routes = new Map();
@@ -258,24 +257,29 @@ export class GraphView {
     this.svg = svg;
     this.frame = frame;
     this.signature = null;
+    this.gap = 0;
     this.cards = [];
     this.edges = new Map();
     this.size = { width: 0, height: 0 };
     new ResizeObserver(() => this.fit()).observe(frame);
   }
 
-  // Lays the graph out again only when its structure changed, so a moving slider just updates
-  // the numbers in place.
+  // Lays the graph out again only when its structure changed, or its edge labels have grown
+  // wider than the columns' gap leaves room for (a slider moved to larger values), so a moving
+  // slider mostly just updates the numbers in place.
   draw(graph, source) {
     const signature = JSON.stringify([
       source,
       language(), // the cards' tags are words of the page's language
       graph.nodes.map((n) => [n.kind, n.op, n.label, n.children, n.name ?? null, n.expansion]),
     ]);
-    if (signature === this.signature) return false;
+    const wanted = columnGap(graph);
+    const same = signature === this.signature;
+    if (same && wanted <= this.gap) return false;
     this.signature = signature;
     this.graph = graph;
-    const { position, gap, routes } = layout(graph);
+    this.gap = same ? Math.max(wanted, this.gap) : wanted; // never narrower while a slider moves
+    const { position, gap, routes } = layout(graph, this.gap);
     const { enter, leave } = ports(graph.nodes, position, routes);
     const svg = this.svg;
     svg.replaceChildren();
