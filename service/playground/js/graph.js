@@ -407,6 +407,7 @@ export class GraphView {
       card.expansion.classList.toggle("shown", options.local && Boolean(card.node.expansion));
       card.description.textContent = `${card.title}: value ${value}, grad ${grad}`;
     }
+    const changed = [];
     for (const [key, edge] of this.edges) {
       const label = view.labels.get(key) ?? (options.local ? view.locals.get(key) : null) ?? null;
       const backward = view.labels.has(key);
@@ -421,10 +422,17 @@ export class GraphView {
       if (label !== edge.shown) {
         edge.text.textContent = label ?? "";
         edge.shown = label;
-        const width = label ? Math.max(edge.text.getComputedTextLength?.() ?? 0, label.length * 6.4) + 12 : 0;
-        edge.box.setAttribute("x", String(-width / 2));
-        edge.box.setAttribute("width", String(width));
+        changed.push(edge);
       }
     }
+    // Every label's text first, then every width read, then every box: reading a width after
+    // each write would lay the page out once per edge, seconds for a large graph.
+    const widths = changed.map((edge) =>
+      edge.shown ? Math.max(edge.text.getComputedTextLength?.() ?? 0, edge.shown.length * 6.4) + 12 : 0,
+    );
+    changed.forEach((edge, i) => {
+      edge.box.setAttribute("x", String(-widths[i] / 2));
+      edge.box.setAttribute("width", String(widths[i]));
+    });
   }
 }
