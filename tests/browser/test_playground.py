@@ -182,6 +182,14 @@ def test_a_broken_expression_is_underlined_where_the_problem_is(visit: Visit) ->
     visit.until("document.querySelector('#expression-message').textContent === ''")
 
 
+def test_a_link_whose_text_cannot_be_read_says_where_the_graph_will_be(visit: Visit) -> None:
+    visit.page.goto(f"{visit.base_url}/?" + urlencode({"expression": "a * (b +"}))
+    visit.until("document.querySelector('#expression-message').textContent !== ''")
+    assert "ends after '+'" in (visit.page.locator("#expression-message").text_content() or "")
+    assert "once the text can be read" in (visit.page.locator("#caption").text_content() or "")
+    assert visit.page.locator("#graph .node").count() == 0
+
+
 def test_a_link_whose_values_cannot_be_computed_shows_the_graph_the_text_builds(
     visit: Visit,
 ) -> None:

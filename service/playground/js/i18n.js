@@ -57,6 +57,7 @@ const STRINGS = {
     legend: "Grey arrows carry values forward. Orange arrows carry gradient back, labelled incoming × local = contribution. Keys: ← → step, space plays.",
     localGradient: "local derivative",
     stale: "The graph shows the last expression that worked.",
+    noGraph: "The graph appears here once the text can be read: the message under it says what to change.",
     noValues: "The graph this text builds: its values cannot be computed at these inputs (the message under the text says why).",
     undeclared:
       "{names}: neither declared nor assigned, so it starts at 1 here; Python would stop with a NameError (a typo?)",
@@ -152,6 +153,7 @@ const STRINGS = {
     legend: "Серые стрелки несут значения вперёд. Оранжевые несут градиент назад, с подписью входящий × локальная производная = вклад. Клавиши: ← → шаг, пробел — Play.",
     localGradient: "локальная производная",
     stale: "Граф показывает последнее выражение, которое удалось разобрать.",
+    noGraph: "Граф появится здесь, когда текст удастся разобрать: что исправить, сказано под ним.",
     noValues: "Граф, который строит этот текст: при этих входах его значения не вычисляются (почему — сказано под текстом).",
     undeclared:
       "{names}: не объявлено и не присвоено, поэтому здесь начинается с 1; Python остановился бы с NameError (опечатка?)",
@@ -255,6 +257,7 @@ const STRINGS = {
     legend: "Hallid nooled kannavad väärtusi edasi. Oranžid nooled kannavad gradienti tagasi, sildiga sissetulev × lokaalne tuletis = panus. Klahvid: ← → samm, tühik on Play.",
     localGradient: "lokaalne tuletis",
     stale: "Graaf näitab viimast avaldist, mis töötas.",
+    noGraph: "Graaf ilmub siia, kui teksti saab lugeda: mida muuta, ütleb teade selle all.",
     noValues: "Graaf, mille see tekst ehitab: nende sisenditega ei saa selle väärtusi arvutada (miks, ütleb teade teksti all).",
     undeclared:
       "{names}: pole deklareeritud ega omistatud, seega algab siin väärtusest 1; Python peatuks NameErroriga (kirjaviga?)",

@@ -163,7 +163,7 @@ function showProblem(problem) {
   editor.showProblem(text, problem.position);
   $("graph-frame").classList.add("stale");
   $("result").textContent = "";
-  $("caption").textContent = evaluation ? t("stale") : "";
+  $("caption").textContent = t(evaluation ? "stale" : "noGraph");
 }
 
 // The text parsed but cannot be evaluated at these inputs (1/a at a = 0): unless the graph
