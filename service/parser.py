@@ -1200,7 +1200,7 @@ class _Expression:
         next_token = self.stream.next
         while True:
             token = next_token()
-            if token.kind == "newline" and self.continues(expect_operand, token, previous):
+            if token.kind == "newline" and self.continues(expect_operand, previous):
                 continue
             # Where the expression ends so far: set before the token is handled, as `.relu()`
             # reads on to its `)` and sets it there.
@@ -1226,14 +1226,15 @@ class _Expression:
             )
         return root
 
-    def continues(self, expect_operand: bool, newline: Token, previous: Token | None) -> bool:
+    def continues(self, expect_operand: bool, previous: Token | None) -> bool:
         """Whether a newline is only space: inside brackets, after an operator, or before a
         line that starts with a binary operator (an expression written over several lines).
         A line that starts with a sign starts a statement of its own, as in Python (`-x` may be
         the output), except in a plain expression, which has always gone on over such lines.
 
         After an operator, a line that assigns (`y = a *` and then `z = 3`) is the next
-        statement, and the line before it ended too soon: said where it ends."""
+        statement, and the line before it ended too soon: said where it ends, after the
+        operator."""
         if self.brackets:
             return True
         if expect_operand:
@@ -1241,11 +1242,11 @@ class _Expression:
                 raise ExpressionError(
                     "unexpected_end",
                     _(
-                        "the line ends after '{text}', where an operand was expected; a "
-                        "statement goes on over several lines only inside brackets",
+                        "the line ends after '{text}', where an operand was expected: the next "
+                        "line is a statement of its own",
                         text=previous.text,
                     ),
-                    (newline.start, newline.start),
+                    (previous.end, previous.end),
                 )
             return True
         following = self.stream.peek_past_newlines()
@@ -1256,17 +1257,22 @@ class _Expression:
         return True
 
     def statement_follows(self) -> bool:
-        """Whether the next line that is not blank assigns a name or names the output."""
+        """Whether the next line that is not blank assigns names (`z = `, `z += `, `a, b = `)
+        or names the output (`z.backward()`)."""
         peek = self.stream.peek
         ahead = 0
         while peek(ahead).kind == "newline":
             ahead += 1
-        first, second = peek(ahead), peek(ahead + 1)
-        if first.kind != "name":
-            return False
-        if second.kind in ("=", "augmented"):
-            return True
-        return second.kind == "." and peek(ahead + 2).text == "backward"
+        if peek(ahead).kind == "name" and peek(ahead + 1).kind == ".":
+            return peek(ahead + 2).text == "backward"
+        while peek(ahead).kind == "name":  # names separated by commas, then `=`
+            following = peek(ahead + 1).kind
+            if following in ("=", "augmented"):
+                return True
+            if following != ",":
+                return False
+            ahead += 2
+        return False
 
     def ends(self, token: Token) -> bool:
         """At an operator position: whether `token` ends the expression (and its statement)."""

@@ -400,9 +400,11 @@ def test_a_name_alone_on_the_last_line_names_the_output() -> None:
     ("program", "after", "at"),
     [
         ("x = Value(1.0)\ny = x *\nz = 3", "*", 22),
+        ("x = Value(1.0)\ny = x *  # then\r\nz = 3", "*", 22),
         ("x = Value(1.0)\ny = x +\n\n# next\nz += 3", "+", 22),
         ("x = Value(1.0)\ny =\nz = 3", "=", 18),
         ("y = a -\ny.backward()", "-", 7),
+        ("y = a -\np, q = 1, 2", "-", 7),
     ],
 )
 def test_a_line_ending_in_an_operator_before_the_next_statement_is_refused_where_it_ends(
@@ -414,6 +416,7 @@ def test_a_line_ending_in_an_operator_before_the_next_statement_is_refused_where
     assert f"the line ends after '{after}'" in str(raised.value.message)
     # Followed by more of the expression, the line goes on, as it always has.
     assert parse("y = a *\n  2\ny").output == "y"
+    assert parse("p, q = a *\n  b, a").inputs == ("a", "b")
 
 
 def test_statements_comments_and_blank_lines() -> None:

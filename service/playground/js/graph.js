@@ -72,12 +72,13 @@ function columnGap(graph) {
 
 // An edge that skips columns passes through each column between its ends at a waypoint, laid
 // out with the cards (the layered drawing's usual dummy nodes), so it runs between cards, never
-// under one. Vertical room, top to top: a card needs ROW_GAP below another; an edge's line,
+// under one. The edges out of one node share its waypoints, one per column: a trunk they leave
+// where they reach their operations, as an input read at every step of a loop's unrolling is. Vertical room, top to top: a card needs ROW_GAP below another; an edge's line,
 // drawn at its waypoint's centre, keeps clear of a card's foot (and the expansion under it).
 const WAYPOINT_ROOM = { cardToWay: 72, wayToCard: 50, wayToWay: 14 };
-// A long chain fed from its start skips ever more columns (a sum of n terms, each from the
-// first column, skips some n²/2): past this many waypoints, edges are drawn straight instead.
-const MAX_WAYPOINTS = 3000;
+// A long chain fed from its start skips ever more columns (a sum of n products, each from the
+// second column, skips some n²/2): past this many waypoints, edges are drawn straight instead.
+const MAX_WAYPOINTS = 5000;
 
 function room(upper, lower, isWaypoint) {
   if (isWaypoint(upper)) return isWaypoint(lower) ? WAYPOINT_ROOM.wayToWay : WAYPOINT_ROOM.wayToCard;
@@ -90,35 +91,41 @@ export function layout(graph, gap = columnGap(graph)) {
   // Items are the nodes' ids, then a waypoint for each column an edge skips. `left` and `right`
   // are each item's neighbours: in the columns beside it, or, without waypoints, its operands
   // and the operations that use it.
-  const skipped = nodes.reduce(
-    (sum, node) => sum + node.children.reduce((s, child) => s + Math.max(0, column[node.id] - column[child] - 1), 0),
-    0,
-  );
+  // Each node's trunk runs to the column before its furthest operation.
+  const reach = [...column];
+  for (const node of nodes) {
+    for (const child of node.children) reach[child] = Math.max(reach[child], column[node.id] - 1);
+  }
+  const skipped = nodes.reduce((sum, node) => sum + reach[node.id] - column[node.id], 0);
   const routed = skipped <= MAX_WAYPOINTS;
   const left = routed
     ? nodes.map((node) => node.children.filter((child) => column[child] === column[node.id] - 1))
     : nodes.map((node) => node.children);
   const right = routed ? nodes.map(() => []) : parents;
   const itemColumn = [...column];
-  const waypoints = new Map(); // edge key -> the waypoints' items, left to right
+  const trunks = nodes.map(() => []); // each node's waypoints, left to right
+  for (const node of routed ? nodes : []) {
+    let previous = node.id;
+    for (let c = column[node.id] + 1; c <= reach[node.id]; c += 1) {
+      const item = itemColumn.length;
+      itemColumn.push(c);
+      left.push([previous]);
+      right.push([]);
+      right[previous].push(item);
+      trunks[node.id].push(item);
+      previous = item;
+    }
+  }
+  const waypoints = new Map(); // edge key -> the waypoints it passes, left to right
   for (const node of routed ? nodes : []) {
     node.children.forEach((child, index) => {
-      let previous = child;
-      const items = [];
-      for (let c = column[child] + 1; c < column[node.id]; c += 1) {
-        const item = itemColumn.length;
-        itemColumn.push(c);
-        left.push([previous]);
-        right.push([]);
-        right[previous].push(item);
-        items.push(item);
-        previous = item;
-      }
+      const items = trunks[child].slice(0, column[node.id] - column[child] - 1);
+      const last = items.length ? items[items.length - 1] : child;
       if (items.length) {
         waypoints.set(edgeKey(node.id, index), items);
-        left[node.id].push(previous);
+        left[node.id].push(last);
       }
-      right[previous].push(node.id);
+      right[last].push(node.id);
     });
   }
   const isWaypoint = (item) => item >= nodes.length;

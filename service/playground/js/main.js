@@ -210,7 +210,7 @@ async function evaluate() {
         continue;
       }
       showProblem(reply.problem);
-      showShape();
+      if (reply.problem.status === 422) showShape(); // the inputs' fault, not the service's
       continue;
     }
     editor.showWarnings([...undeclared, ...(reply.data.warnings ?? [])]);
