@@ -209,6 +209,25 @@ def test_a_link_whose_values_cannot_be_computed_shows_the_graph_the_text_builds(
     assert [error for error in visit.errors if "status of 422" not in error] == []
 
 
+def test_a_text_broken_under_the_shape_of_the_last_says_that_is_what_is_shown(visit: Visit) -> None:
+    visit.page.goto(f"{visit.base_url}/?" + urlencode({"expression": "1/a + b", "a": 0, "b": 2}))
+    visit.until("document.querySelector('#caption').textContent.includes('cannot be computed')")
+    visit.page.locator("#expression").fill("1/a + b +")
+    visit.until("document.querySelector('#caption').textContent.includes('last expression')")
+    assert visit.page.locator("#graph .node").count() == 5
+
+
+def test_a_long_unrolled_recurrence_is_drawn_and_the_page_goes_on(visit: Visit) -> None:
+    visit.open(LESSON)
+    ladder = "\n".join(["y0 = a*b", *(f"y{i} = y{i - 1}*a + b" for i in range(1, 300))])
+    visit.page.locator("#expression").fill(ladder)
+    visit.until("document.querySelector('#result').textContent.startsWith('y299 = ')", timeout=30)
+    assert visit.page.locator("#graph .node").count() == 601
+    visit.page.locator("#expression").fill("(a + b) * c * 7")
+    visit.until("document.querySelector('#result').textContent === 'f = -70'", timeout=30)
+    assert visit.errors == []
+
+
 @pytest.mark.parametrize(
     ("lang", "title", "steps", "leaf"),
     [

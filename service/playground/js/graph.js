@@ -77,8 +77,9 @@ function columnGap(graph) {
 // drawn at its waypoint's centre, keeps clear of a card's foot (and the expansion under it).
 const WAYPOINT_ROOM = { cardToWay: 72, wayToCard: 50, wayToWay: 14 };
 // A long chain fed from its start skips ever more columns (a sum of n products, each from the
-// second column, skips some n²/2): past this many waypoints, edges are drawn straight instead.
-const MAX_WAYPOINTS = 5000;
+// second column, or an input read at each of n steps, skips some n²/2), and each edge's curve
+// passes all its waypoints: past this many in all, edges are drawn straight instead.
+const MAX_ROUTE_POINTS = 5000;
 
 function room(upper, lower, isWaypoint) {
   if (isWaypoint(upper)) return isWaypoint(lower) ? WAYPOINT_ROOM.wayToWay : WAYPOINT_ROOM.wayToCard;
@@ -96,8 +97,11 @@ export function layout(graph, gap = columnGap(graph)) {
   for (const node of nodes) {
     for (const child of node.children) reach[child] = Math.max(reach[child], column[node.id] - 1);
   }
-  const skipped = nodes.reduce((sum, node) => sum + reach[node.id] - column[node.id], 0);
-  const routed = skipped <= MAX_WAYPOINTS;
+  const passed = nodes.reduce(
+    (sum, node) => sum + node.children.reduce((s, child) => s + Math.max(0, column[node.id] - column[child] - 1), 0),
+    0,
+  );
+  const routed = passed <= MAX_ROUTE_POINTS;
   const left = routed
     ? nodes.map((node) => node.children.filter((child) => column[child] === column[node.id] - 1))
     : nodes.map((node) => node.children);
@@ -369,16 +373,20 @@ export class GraphView {
       return { node, group, value, grad, expansion, description, title: name.textContent };
     });
 
+    // Extremes by reduce, not by spreading thousands of numbers as arguments (the stack's limit).
+    const least = (numbers) => numbers.reduce((a, b) => Math.min(a, b), Infinity);
+    const most = (numbers) => numbers.reduce((a, b) => Math.max(a, b), -Infinity);
     const xs = position.map((p) => p.x);
     // An edge may pass below every card or above them all: its waypoints count as cards' middles.
-    const ys = [...position.map((p) => p.y), ...[...routes.values()].flat().map((p) => p.y - CARD_H / 2)];
+    const ys = position.map((p) => p.y);
+    for (const route of routes.values()) ys.push(...route.map((p) => p.y - CARD_H / 2));
     // A derived node's expansion, written under its card, may be wider than the card.
     const expansions = graph.nodes.map((n) => (n.expansion ? (n.expansion.length + 2) * EXPANSION_CHAR : 0));
-    const overhang = Math.max(0, (Math.max(...expansions) - CARD_W) / 2);
-    const minX = Math.min(...xs) - PAD - overhang;
-    const minY = Math.min(...ys) - PAD;
-    const width = Math.max(...xs) + CARD_W + PAD + overhang - minX;
-    const height = Math.max(...ys) + CARD_H + PAD + 18 - minY;
+    const overhang = Math.max(0, (most(expansions) - CARD_W) / 2);
+    const minX = least(xs) - PAD - overhang;
+    const minY = least(ys) - PAD;
+    const width = most(xs) + CARD_W + PAD + overhang - minX;
+    const height = most(ys) + CARD_H + PAD + 18 - minY;
     svg.setAttribute("viewBox", `${minX} ${minY} ${width} ${height}`);
     this.size = { width, height };
     this.fit();

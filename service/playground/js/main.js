@@ -100,7 +100,7 @@ async function parse() {
   const reply = await api.graph(state.expression, state.granularity);
   if (reply.aborted) return;
   if (!reply.ok) {
-    showProblem(reply.problem);
+    showProblem(reply.problem, reply.problem.status === 422); // else the service's trouble
     return;
   }
   editor.clearProblem();
@@ -158,12 +158,15 @@ function showSliders() {
   sliders.render(shown, state.bindings, state.ranges);
 }
 
-function showProblem(problem) {
+// `unread`: the text itself could not be read, so no graph of it can be shown.
+function showProblem(problem, unread = false) {
   const text = problem.status === 0 ? t("unreachable", { detail: problem.detail }) : problem.detail;
   editor.showProblem(text, problem.position);
   $("graph-frame").classList.add("stale");
   $("result").textContent = "";
-  $("caption").textContent = t(evaluation ? "stale" : "noGraph");
+  // Whatever the graph still shows (the last text that worked, or its shape) is greyed.
+  const shown = graph.cards.length > 0;
+  $("caption").textContent = shown ? t("stale") : unread ? t("noGraph") : "";
 }
 
 // The text parsed but cannot be evaluated at these inputs (1/a at a = 0): unless the graph
@@ -193,6 +196,14 @@ async function evaluate() {
     return;
   }
   evaluating = true;
+  try {
+    await evaluateUntilCurrent();
+  } finally {
+    evaluating = false; // an error while drawing must not leave every later edit waiting
+  }
+}
+
+async function evaluateUntilCurrent() {
   do {
     again = false;
     const expression = state.expression;
@@ -225,7 +236,6 @@ async function evaluate() {
     render();
     panels.update(panelContext(), again ? 400 : 150);
   } while (again);
-  evaluating = false;
 }
 
 function panelContext() {
