@@ -73,8 +73,9 @@ function columnGap(graph) {
 // An edge that skips columns passes through each column between its ends at a waypoint, laid
 // out with the cards (the layered drawing's usual dummy nodes), so it runs between cards, never
 // under one. The edges out of one node share its waypoints, one per column: a trunk they leave
-// where they reach their operations, as an input read at every step of a loop's unrolling is. Vertical room, top to top: a card needs ROW_GAP below another; an edge's line,
-// drawn at its waypoint's centre, keeps clear of a card's foot (and the expansion under it).
+// where they reach their operations, as an input read at every step of a loop's unrolling is.
+// Vertical room, top to top: a card needs ROW_GAP below another; an edge's line, drawn at its
+// waypoint's centre, keeps clear of a card's foot (and the expansion under it).
 const WAYPOINT_ROOM = { cardToWay: 72, wayToCard: 50, wayToWay: 14 };
 // A long chain fed from its start skips ever more columns (a sum of n products, each from the
 // second column, or an input read at each of n steps, skips some n²/2), and each edge's curve
@@ -86,17 +87,14 @@ function room(upper, lower, isWaypoint) {
   return isWaypoint(lower) ? WAYPOINT_ROOM.cardToWay : ROW_GAP;
 }
 
-export function layout(graph, gap = columnGap(graph)) {
+// The positions of the cards, `gap` apart in columns, and the waypoints of each edge that skips
+// columns (`routes`, by edge key).
+export function layout(graph, gap) {
   const nodes = graph.nodes;
   const { column, parents } = columns(nodes);
   // Items are the nodes' ids, then a waypoint for each column an edge skips. `left` and `right`
   // are each item's neighbours: in the columns beside it, or, without waypoints, its operands
   // and the operations that use it.
-  // Each node's trunk runs to the column before its furthest operation.
-  const reach = [...column];
-  for (const node of nodes) {
-    for (const child of node.children) reach[child] = Math.max(reach[child], column[node.id] - 1);
-  }
   const passed = nodes.reduce(
     (sum, node) => sum + node.children.reduce((s, child) => s + Math.max(0, column[node.id] - column[child] - 1), 0),
     0,
@@ -106,6 +104,11 @@ export function layout(graph, gap = columnGap(graph)) {
     ? nodes.map((node) => node.children.filter((child) => column[child] === column[node.id] - 1))
     : nodes.map((node) => node.children);
   const right = routed ? nodes.map(() => []) : parents;
+  // Each node's trunk runs to the column before its furthest operation.
+  const reach = [...column];
+  for (const node of routed ? nodes : []) {
+    for (const child of node.children) reach[child] = Math.max(reach[child], column[node.id] - 1);
+  }
   const itemColumn = [...column];
   const trunks = nodes.map(() => []); // each node's waypoints, left to right
   for (const node of routed ? nodes : []) {
