@@ -440,6 +440,25 @@ def test_a_typed_value_moves_its_slider_and_widens_its_range(visit: Visit) -> No
     )
 
 
+def label_overlaps(visit: Visit) -> dict[str, int]:
+    """How many shown edge labels meet a card, and how many pairs of them meet each other."""
+    return visit.page.evaluate(
+        """() => {
+            const boxes = (selector) => [...document.querySelectorAll(selector)]
+                .map((element) => element.getBoundingClientRect());
+            const meet = (a, b) =>
+                a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
+            const cards = boxes('#graph .node rect.card');
+            const labels = boxes('#graph .edge-label.shown rect');
+            return {
+                cards: labels.filter((l) => cards.some((c) => meet(l, c))).length,
+                labels: labels.flatMap((l, i) => labels.slice(i + 1).filter((m) => meet(l, m)))
+                    .length,
+            };
+        }"""
+    )
+
+
 def test_edge_labels_grown_by_a_slider_stay_clear_of_the_cards(visit: Visit) -> None:
     visit.open(LESSON + "&step=end")
     number = visit.page.locator("#sliders .slider-number").first
@@ -447,18 +466,27 @@ def test_edge_labels_grown_by_a_slider_stay_clear_of_the_cards(visit: Visit) -> 
     number.press("Enter")
     visit.until("document.querySelector('#result').textContent !== 'f = -10'")
     assert "1 × 1231.5 = 1231.5" in visit.edge_labels()
-    overlaps = visit.page.evaluate(
-        """() => {
-            const boxes = (selector) => [...document.querySelectorAll(selector)]
-                .map((element) => element.getBoundingClientRect());
-            const cards = boxes('#graph .node rect.card');
-            const labels = boxes('#graph .edge-label.shown rect');
-            return labels.filter((l) => cards.some((c) =>
-                l.left < c.right && c.left < l.right && l.top < c.bottom && c.top < l.bottom
-            )).length;
-        }"""
-    )
-    assert overlaps == 0
+    assert label_overlaps(visit) == {"cards": 0, "labels": 0}
+
+
+def test_labels_too_long_for_a_gap_take_two_lines_and_stay_apart(visit: Visit) -> None:
+    # Four-decimal numbers make labels wider than the widest gap, and `c * c` sends two
+    # gradients along edges that cross the gap at the same height.
+    program = "\n".join([
+        "a = Value(0.37)",
+        "b = Value(-1.4637)",
+        "c = a*b + a.tanh()",
+        "d = c*c*b - a",
+        "e = d.exp() / (1 + c)",
+    ])  # fmt: skip
+    visit.open("?" + urlencode({"expression": program, "step": "end"}))
+    visit.until("document.querySelectorAll('#graph .edge-label.shown').length === 16")
+    assert "-0.5506 × -1.4637 = 0.8058" in visit.edge_labels()  # read as one label
+    two_lines = visit.page.locator("#graph .edge-label.shown text:has(tspan)")
+    assert two_lines.count() > 0
+    assert two_lines.first.locator("tspan").all_text_contents()[1].startswith("= ")
+    assert label_overlaps(visit) == {"cards": 0, "labels": 0}
+    visit.screenshot("long-edge-labels.png")
 
 
 def test_the_error_mark_scrolls_with_a_long_line(visit: Visit) -> None:

@@ -17,6 +17,9 @@ const HEAD_H = 22;
 // Columns are as far apart as the longest edge label needs, within bounds.
 const COLUMN_GAP = { min: 220, max: 300 };
 const LABEL_CHAR = 7.1; // width of one character of an edge label
+const LABEL_LINE = 14; // from one line of a label written on two to the next
+const LABEL_CLEARANCE = 22; // between a label's text and the cards either side of it, together
+const LABEL_SPACE = 3; // between two labels in one gap, one above the other
 const ROW_GAP = 96;
 const PAD = 16;
 const MIN_SCALE = 0.75; // below this the cards' text is too small; the frame scrolls instead
@@ -66,8 +69,16 @@ function columnGap(graph) {
       longest = Math.max(longest, edgeLabel(node.grad, local, node.grad * local).length);
     });
   }
-  const wanted = CARD_W + longest * LABEL_CHAR + 22;
+  const wanted = CARD_W + LABEL_CLEARANCE + longest * LABEL_CHAR;
   return Math.min(COLUMN_GAP.max, Math.max(COLUMN_GAP.min, wanted));
+}
+
+// A label as it is written between two columns `gap` apart: on one line where it fits; else,
+// past the widest gap, the product on one line and `= contribution` under it.
+function labelLines(label, gap) {
+  const equals = label.indexOf(" = ");
+  if (CARD_W + LABEL_CLEARANCE + label.length * LABEL_CHAR <= gap || equals < 0) return [label];
+  return [label.slice(0, equals + 1), label.slice(equals + 1)]; // read together, one label
 }
 
 // An edge that skips columns passes through each column between its ends at a waypoint, laid
@@ -266,6 +277,22 @@ function fitNumber(text, number) {
   }
 }
 
+// A label's text: one line as the text itself, more as lines centred on the label's middle.
+function writeLines(text, lines) {
+  if (lines.length === 1) {
+    text.textContent = lines[0];
+    return;
+  }
+  text.replaceChildren(
+    ...lines.map((line, i) => {
+      const y = 4 + LABEL_LINE * (i - (lines.length - 1) / 2);
+      const span = element("tspan", { x: "0", y: String(y) });
+      span.textContent = line;
+      return span;
+    }),
+  );
+}
+
 export class GraphView {
   constructor(svg, frame) {
     this.svg = svg;
@@ -347,7 +374,8 @@ export class GraphView {
         const label = element("g", { class: "edge-label", transform: `translate(${mx} ${my})` }, labelLayer);
         const box = element("rect", { x: "0", y: "-10", width: "0", height: "20", rx: "4" }, label);
         const text = element("text", { x: "0", y: "4", "text-anchor": "middle" }, label);
-        this.edges.set(key, { group, path, label, box, text, shown: null });
+        // `gap`: the parent's column, whose gap the label is in; `y`: where the curve crosses it.
+        this.edges.set(key, { group, path, label, box, text, shown: null, gap: x2, x: mx, y: my, height: 20, placed: my });
       });
     }
 
@@ -438,19 +466,71 @@ export class GraphView {
       edge.label.classList.toggle("local", label !== null && !backward);
       edge.label.classList.toggle("active", view.activeEdges.has(key));
       if (label !== edge.shown) {
-        edge.text.textContent = label ?? "";
+        writeLines(edge.text, label === null ? [""] : labelLines(label, this.gap));
         edge.shown = label;
         changed.push(edge);
       }
     }
     // Every label's text first, then every width read, then every box: reading a width after
     // each write would lay the page out once per edge, seconds for a large graph.
-    const widths = changed.map((edge) =>
-      edge.shown ? Math.max(edge.text.getComputedTextLength?.() ?? 0, edge.shown.length * 6.4) + 12 : 0,
-    );
-    changed.forEach((edge, i) => {
-      edge.box.setAttribute("x", String(-widths[i] / 2));
-      edge.box.setAttribute("width", String(widths[i]));
+    const widths = changed.map((edge) => {
+      if (!edge.shown) return 0;
+      const lines = edge.text.children.length ? [...edge.text.children] : [edge.text];
+      return Math.max(...lines.map((line) => Math.max(line.getComputedTextLength?.() ?? 0, line.textContent.length * 6.4))) + 12;
     });
+    changed.forEach((edge, i) => {
+      edge.height = 20 + LABEL_LINE * Math.max(0, edge.text.children.length - 1);
+      edge.box.setAttribute("x", String(-widths[i] / 2));
+      edge.box.setAttribute("y", String(-edge.height / 2));
+      edge.box.setAttribute("width", String(widths[i]));
+      edge.box.setAttribute("height", String(edge.height));
+    });
+    // The labels shown in each gap, moved apart where they would overlap: two edges between
+    // the same two cards cross the gap at nearly the same height.
+    const gaps = new Map();
+    for (const edge of this.edges.values()) {
+      if (!edge.shown) continue;
+      if (!gaps.has(edge.gap)) gaps.set(edge.gap, []);
+      gaps.get(edge.gap).push(edge);
+    }
+    for (const labels of gaps.values()) {
+      labels.sort((a, b) => a.y - b.y);
+      spread(labels).forEach((y, i) => {
+        const edge = labels[i];
+        if (edge.placed === y) return;
+        edge.placed = y;
+        edge.label.setAttribute("transform", `translate(${edge.x} ${y})`);
+      });
+    }
   }
+}
+
+// Where labels one above the other in a gap go (`labels` by where their curves cross it, top
+// first): each where its curve crosses, unless it would overlap the one above; then the two, and
+// any more they push into, form a stack centred on where its curves cross. The gap has no cards
+// in it, so a label moved up or down meets none.
+function spread(labels) {
+  const stacks = []; // each the labels from `first` up to the next stack's first
+  labels.forEach((label, first) => {
+    // `sum`: the tops its labels ask the stack's top to be at, added up; its top is their mean.
+    let stack = { first, count: 1, size: label.height, sum: label.y - label.height / 2 };
+    stack.top = stack.sum;
+    while (stacks.length && stacks.at(-1).top + stacks.at(-1).size + LABEL_SPACE > stack.top) {
+      const above = stacks.pop();
+      const shift = above.size + LABEL_SPACE; // how far below the stack's top the lower ones go
+      const count = above.count + stack.count;
+      const sum = above.sum + stack.sum - shift * stack.count;
+      stack = { first: above.first, count, size: shift + stack.size, sum, top: sum / count };
+    }
+    stacks.push(stack);
+  });
+  const places = [];
+  for (const stack of stacks) {
+    let top = stack.top;
+    for (const label of labels.slice(stack.first, stack.first + stack.count)) {
+      places.push(top + label.height / 2);
+      top += label.height + LABEL_SPACE;
+    }
+  }
+  return places;
 }
