@@ -596,9 +596,11 @@ class _Program:
                 return self.augmented(stream.next(), stream.next())
             if second.kind == "." and self.is_backward():
                 return self.backward_statement()
+        # A name alone, as the last statement, names the output when an earlier statement
+        # assigns it (`y` after `y = ...`) or reads it as an input; a plain expression's has none.
+        known = first.text in self.bound or first.text in self.read_as_input
         root = self.expression(None)
-        # A name alone, as the last statement (`y` after `y = ...`), names the output.
-        alone = first.kind == "name" and self.previous_end == first.end and first.text in self.bound
+        alone = first.kind == "name" and self.previous_end == first.end and known
         self.last, self.last_name = root, first.text if alone else None
         self.last_reads = tuple(self.reading)
         self.bare.append((root, (first.start, self.previous_end)))

@@ -394,6 +394,10 @@ def test_a_name_alone_on_the_last_line_names_the_output() -> None:
     # An expression of names is not a name: the output has none.
     assert evaluator.evaluate("y = a * 2\n(y)", {"a": 1})["output"] is None
     assert evaluator.evaluate("a", {"a": 1})["output"] is None  # a plain expression
+    # An input an earlier statement reads is named too, as `output` would name it.
+    document = evaluator.evaluate("y = a * 2\na", {"a": 3})
+    assert (document["value"], document["output"]) == (3.0, "a")
+    assert [w["name"] for w in document["warnings"]] == ["y"]
 
 
 @pytest.mark.parametrize(

@@ -397,8 +397,8 @@ def _program_output() -> fields.String:
     return _out(
         fields.String,
         "The output's name: the request's `output`, the name `backward()` was called on, or "
-        "the target of the last assignment, or a name the program assigns or declares written "
-        "alone as the last statement; null for any other bare expression.",
+        "the target of the last assignment, or a name the program assigns, declares or reads "
+        "earlier, written alone as the last statement; null for any other bare expression.",
         allow_none=True,
     )
 
