@@ -418,10 +418,27 @@ export class GraphView {
     const minY = least(ys) - PAD;
     const width = most(xs) + CARD_W + PAD + overhang - minX;
     const height = most(ys) + CARD_H + PAD + 18 - minY;
-    svg.setAttribute("viewBox", `${minX} ${minY} ${width} ${height}`);
-    this.size = { width, height };
-    this.fit();
+    // The cards' and edges' box; labels moved apart in a crowded gap may reach past it.
+    this.box = { minX, width, top: minY, bottom: minY + height };
+    this.showBox();
     return true;
+  }
+
+  // The box takes in labels from `top` to `bottom`. It only grows until the next layout, so
+  // stepping through a pass does not rescale the graph.
+  growBox(top, bottom) {
+    this.box.top = Math.min(this.box.top, top - PAD / 2);
+    this.box.bottom = Math.max(this.box.bottom, bottom + PAD / 2);
+    this.showBox();
+  }
+
+  showBox() {
+    const { minX, width, top, bottom } = this.box;
+    const viewBox = `${minX} ${top} ${width} ${bottom - top}`;
+    if (this.svg.getAttribute("viewBox") === viewBox) return;
+    this.svg.setAttribute("viewBox", viewBox);
+    this.size = { width, height: bottom - top };
+    this.fit();
   }
 
   titleOf(id) {
@@ -493,15 +510,19 @@ export class GraphView {
       if (!gaps.has(edge.gap)) gaps.set(edge.gap, []);
       gaps.get(edge.gap).push(edge);
     }
+    let [top, bottom] = [Infinity, -Infinity];
     for (const labels of gaps.values()) {
       labels.sort((a, b) => a.y - b.y);
       spread(labels).forEach((y, i) => {
         const edge = labels[i];
+        top = Math.min(top, y - edge.height / 2);
+        bottom = Math.max(bottom, y + edge.height / 2);
         if (edge.placed === y) return;
         edge.placed = y;
         edge.label.setAttribute("transform", `translate(${edge.x} ${y})`);
       });
     }
+    this.growBox(top, bottom);
   }
 }
 
