@@ -29,10 +29,13 @@ from dataclasses import dataclass, field
 from functools import cache, cached_property
 from typing import TYPE_CHECKING, Any
 
+from babel.numbers import get_decimal_symbol
+
 from service.budget import time_budget
 from service.derivatives import DEFAULT_SYMBOLIC_LIMITS
 from service.engine import Value
 from service.errors import (
+    AnswerError,
     AutogradError,
     BudgetExceeded,
     DomainError,
@@ -42,9 +45,9 @@ from service.errors import (
     line_column,
 )
 from service.evaluator import Compiled, Evaluator, run
-from service.i18n import Message, _, _n
+from service.i18n import DEFAULT_LOCALE, Message, _, _n
 from service.limits import Limits
-from service.parser import Node, ParsedExpression, parse
+from service.parser import OPERATOR_LOOKALIKES, Node, ParsedExpression, parse
 
 if TYPE_CHECKING:  # sympy is imported only when a symbolic answer is judged
     import sympy
@@ -117,15 +120,6 @@ EQUIVALENT = Tolerance(relative=1e-8, absolute=1e-9)
 ZERO_SCALE = 1e-3  # the absolute part's share kept for a formula whose values are all 0
 # "Close": off by at most 1% (or 0.01), as a rounded or slightly miscomputed answer is.
 CLOSE = Tolerance(relative=1e-2, absolute=1e-2)
-
-
-class AnswerError(AutogradError):
-    """The answers name items the expression does not have, or one node twice: a fault of the
-    client, not the learner."""
-
-    def __init__(self, message: str, items: list[str], kind: str = "unknown_answer_items") -> None:
-        super().__init__(kind, message)
-        self.items = items
 
 
 # -- what a mistake would have answered --------------------------------------------------------
@@ -686,14 +680,17 @@ def check(
     reveal: bool = False,
     output: str | None = None,
     symbolic_seconds: float = DEFAULT_SYMBOLIC_LIMITS.seconds,
+    locale: str = DEFAULT_LOCALE,
 ) -> dict[str, Any]:
     """Every item answered or expected, with its verdict and feedback, and the score.
 
     `expression` may be a program; `output` then names its output, as for /v1/gradients. All
     symbolic work (derivatives, their revealed formulas, judging symbolic answers) shares
-    `symbolic_seconds`, the budget /v1/derivatives has.
+    `symbolic_seconds`, the budget /v1/derivatives has. `locale` is the learner's language,
+    whose decimal separator the answers may use.
     """
     _refuse_long_answers(answers, evaluator.limits.max_expression_length)
+    answers = _as_typed(answers, locale)
     document = evaluator.evaluate(expression, bindings, output=output)
     nodes = document["graph"]["nodes"]
     variables = list(document["gradients"])
@@ -882,6 +879,36 @@ def _refuse_unknown(
             [key for keys in twice for key in keys],
             "duplicate_answer_items",
         )
+
+
+# What learners type for the grammar's characters, from the lessons' typography or a word
+# processor: the minus sign, the multiplication sign, a space that does not break. An answer is
+# arithmetic, not code, so each is read as the one character it stands for (the expression
+# language refuses them, with a hint), and a refusal's position is the same in the answer typed.
+_TYPED = str.maketrans({**OPERATOR_LOOKALIKES, "\u00a0": " ", "\u2009": " ", "\u202f": " "})
+# A decimal comma (`0,5`), in a language that writes one: one comma between two runs of digits
+# (`1,5,0` is no number either way, and is refused as typed).
+_DECIMAL_COMMA = re.compile(r"(?<![0-9.,])([0-9]+),([0-9]+)(?![0-9.,])")
+
+
+def _as_typed(answers: Mapping[str, Any], locale: str) -> dict[str, Any]:
+    """The answers with every text read as the learner typed it: typographic characters as the
+    grammar's, and decimal commas as points where `locale` writes decimals with a comma (in
+    English, `1,000` is a thousand, and is refused with a hint)."""
+    decimal_comma = get_decimal_symbol(locale) == ","
+
+    def read(answer: Any) -> Any:
+        if not isinstance(answer, str):
+            return answer
+        answer = answer.translate(_TYPED)
+        return _DECIMAL_COMMA.sub(r"\1.\2", answer) if decimal_comma else answer
+
+    return {
+        group: {key: read(answer) for key, answer in given.items()}
+        if isinstance(given, Mapping)
+        else read(given)
+        for group, given in answers.items()
+    }
 
 
 def _unanswered(answer: Any) -> bool:

@@ -110,6 +110,18 @@ class BindingError(Located, AutogradError):
         return {**super().as_dict(), "variables": list(self.variables)}
 
 
+class AnswerError(AutogradError):
+    """The answers to /v1/check name items the expression does not have, or one node twice: a
+    fault of the client, not the learner. `items` are the answers' items at fault."""
+
+    def __init__(self, message: str, items: list[str], kind: str = "unknown_answer_items") -> None:
+        super().__init__(kind, message)
+        self.items = items
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**super().as_dict(), "items": list(self.items)}
+
+
 class DomainError(Located, AutogradError, ArithmeticError):
     """A value or gradient that is not a finite real number.
 

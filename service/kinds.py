@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from service.errors import (
+    AnswerError,
     AutogradError,
     BindingError,
     DomainError,
@@ -158,4 +159,6 @@ def core_problem(error: AutogradError) -> dict[str, Any]:
         extensions["variables"] = list(error.variables)
     if isinstance(error, DomainError):
         extensions["node"] = error.node
+    if isinstance(error, AnswerError):
+        extensions["items"] = list(error.items)
     return problem_body(slug(error.kind), error.message, **extensions)

@@ -322,8 +322,8 @@ def _too_long(text: str, start: int, end: int, limits: Limits) -> LimitExceeded:
 
 
 # Operator look-alikes from word processors and maths fonts, and what to type instead.
-_OPERATOR_LOOKALIKES = {"×": "*", "·": "*", "⋅": "*", "∗": "*", "÷": "/", "−": "-", "–": "-",
-                        "—": "-", "∕": "/"}  # fmt: skip
+OPERATOR_LOOKALIKES = {"×": "*", "·": "*", "⋅": "*", "∗": "*", "÷": "/", "−": "-", "–": "-",
+                       "—": "-", "∕": "/"}  # fmt: skip
 
 # Letters that look like ASCII but are not, and that NFKC does not map: the usual homoglyphs.
 _LOOKALIKES = {
@@ -385,13 +385,17 @@ def _bad_character(text: str, pos: int, first: bool = False) -> ExpressionError:
     if char in _UNSUPPORTED:
         return ExpressionError("unsupported_syntax", _UNSUPPORTED[char], span)
     code = f"U+{ord(char):04X}"
-    described = f"{code} {unicodedata.name(char, '')}".strip()
-    if char in _OPERATOR_LOOKALIKES:
+    unicode_name = unicodedata.name(char, "")
+    # Unicode names are English only: the other languages show the code point alone.
+    described = (
+        _("{code} {unicode_name}", code=code, unicode_name=unicode_name) if unicode_name else code
+    )
+    if char in OPERATOR_LOOKALIKES:
         message = _(
             "'{char}' ({described}) is not an operator of the language; did you mean '{ascii}'?",
             char=char,
             described=described,
-            ascii=_OPERATOR_LOOKALIKES[char],
+            ascii=OPERATOR_LOOKALIKES[char],
         )
         return ExpressionError("invalid_character", message, span)
     ascii_twin = unicodedata.normalize("NFKC", char)
@@ -1881,4 +1885,12 @@ def parse(
         raise error.at(text) from None
 
 
-__all__ = ["Lines", "Node", "ParsedExpression", "line_column", "parse", "postorder"]
+__all__ = [
+    "OPERATOR_LOOKALIKES",
+    "Lines",
+    "Node",
+    "ParsedExpression",
+    "line_column",
+    "parse",
+    "postorder",
+]

@@ -118,6 +118,31 @@ def test_unparsable_answers_say_where_counting_from_one(
     assert result["feedback"]["message"].startswith(f"The answer cannot be read {where}")
 
 
+@pytest.mark.parametrize(
+    ("locale", "answers", "codes"),
+    [
+        # Typographic characters, in any language: the minus and multiplication signs, a space
+        # that does not break (pasted from a web page).
+        ("en", {"value": "\u221210", "gradients": {"a": "5\u00d72", "c": "\u22121\u00a0"}}, "ccc"),
+        # A decimal comma where the language writes one: Russian and Estonian learners do.
+        ("ru", {"value": "\u221210,0", "gradients": {"a": "10,00"}}, "cc"),
+        ("et", {"value": "-20,0/2", "derivatives": {"c": "a + b + 0,0"}}, "cc"),
+        # Not in English, where `1,5` is no number: refused with the hint to write `1.5`.
+        ("en", {"value": "-10,0"}, "u"),
+        ("ru", {"value": "1,5,0"}, "u"),  # nor two commas in one number
+    ],
+)
+def test_an_answer_is_read_as_the_learner_types_it(
+    locale: str, answers: dict[str, Any], codes: str
+) -> None:
+    results = check(EVALUATOR, **LESSON, answers=answers, locale=locale)["results"]
+    answered = [r["feedback"]["code"] for r in results if r["verdict"] != "unanswered"]
+    assert [code[0] for code in answered] == list(codes), results
+    if codes == "u":
+        position = results[0]["feedback"]["position"]
+        assert (position["start"], position["end"]) == ((1, 5) if locale == "en" else (0, 3))
+
+
 # An answer is one expression. Each of these would be judged by its program's output (and the
 # first four found correct) if programs were read as answers: `tanh(x * w)` at x = -6, w = 1.
 PROGRAM_ANSWERS = [
@@ -533,6 +558,18 @@ def test_malformed_answers_are_problems(client: FlaskClient, answers: Any, kind:
     assert response.status_code == 422
     assert response.mimetype == "application/problem+json"
     assert response.get_json()["type"].endswith("/" + kind)
+
+
+def test_the_items_at_fault_are_listed_in_the_problem(client: FlaskClient) -> None:
+    answers = {"gradients": {"z": 1, "a": 10}, "nodes": {"99": 1, "0": 10}}
+    problem = client.post("/v1/check", json={**LESSON, "answers": answers}).get_json()
+    assert problem["items"] == ["gradients.z", "nodes.99"]
+    answers = {"nodes": {"0": 10, "a": 10}}  # node 0 is a: answered twice
+    problem = client.post("/v1/check", json={**LESSON, "answers": answers}).get_json()
+    assert (problem["type"].rsplit("/", 1)[1], problem["items"]) == (
+        "duplicate-answer-items",
+        ["nodes.0", "nodes.a"],
+    )
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ from typing import Any
 
 from flask import Response, current_app
 
-from service.api import evaluator
+from service.api import evaluator, language
 from service.api.config import symbolic_limits
 from service.api.examples import CHECK_REQUEST, check_document, program_examples
 from service.api.language import localized_response
@@ -58,5 +58,6 @@ def check_answers(body: dict[str, Any]) -> Response:
             body["reveal"],
             body["output"],
             symbolic_limits(current_app.config).seconds,
+            language.current(),
         )
     )

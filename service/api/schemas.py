@@ -589,6 +589,12 @@ class ProblemSchema(Schema):
         PositionSchema,
     )
     variables = _problem(fields.List, "Binding problems: the variables at fault.", fields.String())
+    items = _problem(
+        fields.List,
+        "Answer-item problems of /v1/check: the items of `answers` at fault, named as results "
+        "name items (`gradients.z`, `nodes.99`).",
+        fields.String(),
+    )
     node = _problem(
         fields.Integer,
         "Domain problems: the graph node whose value or gradient "
