@@ -97,9 +97,12 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         app,
         origins=origins,
         send_wildcard=origins == "*",  # `*` rather than echoing each origin: one cacheable answer
+        always_send=origins == "*",  # a listed origin is named only to a request from it
         expose_headers=[REQUEST_ID_HEADER, "Retry-After"],
         max_age=PREFLIGHT_MAX_AGE,
     )
+    if origins != "*":
+        app.after_request(_varies_by_origin)
     app.after_request(_tag_with_request_id)
     app.after_request(language.announce)
     metrics.instrument(app)
@@ -112,6 +115,13 @@ def _preflight_names_the_routes_methods(response: Response) -> Response:
     if request.url_rule is not None and ALLOW_METHODS in response.headers:
         adapter = current_app.url_map.bind_to_environ(request.environ)
         response.headers[ALLOW_METHODS] = ", ".join(sorted(adapter.allowed_methods()))
+    return response
+
+
+def _varies_by_origin(response: Response) -> Response:
+    # Listed origins: each response depends on the request's `Origin`, the refused one too (it
+    # lacks the header that allows it), so a cache must not give one origin's answer to another.
+    response.vary.add("Origin")
     return response
 
 

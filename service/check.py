@@ -122,6 +122,20 @@ ZERO_SCALE = 1e-3  # the absolute part's share kept for a formula whose values a
 CLOSE = Tolerance(relative=1e-2, absolute=1e-2)
 
 
+class CheckTooExpensive(BudgetExceeded):
+    """The symbolic work of checking derivatives ran out of its time, and was stopped."""
+
+    def __init__(self, seconds: float) -> None:
+        message = _(
+            "checking the derivatives symbolically took longer than the {seconds} s it may take: "
+            "the expression's derivative formulas grow too large; its gradients (answers' "
+            "gradients and nodes) are checked without them",
+            seconds=format(seconds, "g"),
+        )
+        AutogradError.__init__(self, CHECK_KIND, message)
+        self.seconds = seconds
+
+
 # -- what a mistake would have answered --------------------------------------------------------
 
 
@@ -744,6 +758,10 @@ def check(
                     item = _Item(f"derivatives.{name}", None, given.get(name))
                     symbolic.judge(item, name, reveal)
                     items.append(item)
+        except BudgetExceeded as overrun:
+            if overrun.kind != CHECK_KIND:
+                raise  # an enclosing budget (the whole request's) ran out: that one is reported
+            raise CheckTooExpensive(overrun.seconds) from None
         except RecursionError:
             # sympy recurses over the formula: one nested deeply enough exhausts the stack.
             message = _("the expression nests too deeply to check derivatives symbolically")

@@ -6,6 +6,7 @@ import pytest
 from conftest import LESSON
 from flask.testing import FlaskClient
 
+from service.api.config import ConfigurationError
 from service.app import create_app
 
 
@@ -65,3 +66,21 @@ def test_cors_origins_can_be_restricted(monkeypatch: pytest.MonkeyPatch) -> None
     assert allowed.headers["Access-Control-Allow-Origin"] == "https://b.example"
     assert "Access-Control-Allow-Origin" not in refused.headers
     assert refused.status_code == 200  # CORS is the browser's to enforce
+    # Each answer depends on the Origin, so a cache keeps one per origin, the refused one too;
+    # a request without one (a script, a cache filling itself) is named no origin.
+    unnamed = client.get("/healthz")
+    for response in (allowed, refused, unnamed):
+        assert "Origin" in response.vary
+    assert "Access-Control-Allow-Origin" not in unnamed.headers
+
+
+@pytest.mark.parametrize(
+    "origins",
+    ["https://a.example/", "a.example", "https://a.example/lessons", "https://a.example, *"],
+)
+def test_an_origin_no_browser_sends_stops_the_service_at_start_up(
+    monkeypatch: pytest.MonkeyPatch, origins: str
+) -> None:
+    monkeypatch.setenv("AUTOGRAD_CORS_ORIGINS", origins)
+    with pytest.raises(ConfigurationError, match="AUTOGRAD_CORS_ORIGINS must be"):
+        create_app({"TESTING": True})

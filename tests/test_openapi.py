@@ -169,6 +169,20 @@ def test_every_example_fits_its_schema() -> None:
     assert count >= 10
 
 
+@pytest.mark.parametrize("path", ["/v1/gradients", "/v1/graph"])
+@pytest.mark.parametrize(
+    ("format", "medium"), [("dot", "text/vnd.graphviz"), ("mermaid", "text/vnd.mermaid")]
+)
+def test_the_drawing_examples_are_what_the_endpoint_draws(
+    client: FlaskClient, path: str, format: str, medium: str
+) -> None:
+    request = {**LESSON, "format": format}
+    if path == "/v1/graph":
+        del request["bindings"]
+    drawn = client.post(path, json=request).get_data(as_text=True)
+    assert SPEC["paths"][path]["post"]["responses"]["200"]["content"][medium]["example"] == drawn
+
+
 def test_every_problem_type_is_in_the_spec() -> None:
     types = SPEC["components"]["schemas"]["Problem"]["properties"]["type"]["enum"]
     assert {t.rsplit("/", 1)[-1] for t in types} == {*KINDS, "about:blank"}

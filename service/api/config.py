@@ -7,6 +7,7 @@ import json
 import logging
 import math
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Literal
@@ -271,12 +272,32 @@ def request_costs(config: Mapping[str, Any]) -> RequestCosts:
     )
 
 
+# An origin as a browser sends it: a scheme, a host and perhaps a port; no path, not even `/`.
+_ORIGIN = re.compile(r"https?://[^\s/:?#]+(:[0-9]{1,5})?")
+
+
 def cors_origins(config: Mapping[str, Any]) -> str | list[str]:
+    """`*`, or the origins listed; one that could never match a browser's `Origin` stops the
+    service at start-up rather than refusing every page quietly."""
     origins = config["CORS_ORIGINS"]
     if isinstance(origins, list | tuple):
-        return [str(origin) for origin in origins]
-    origins = str(origins).strip()
-    return "*" if origins == "*" else [o.strip() for o in origins.split(",") if o.strip()]
+        listed = [str(origin).strip() for origin in origins]
+    elif str(origins).strip() == "*":
+        return "*"
+    else:
+        listed = [origin.strip() for origin in str(origins).split(",") if origin.strip()]
+    for origin in listed:
+        if not _ORIGIN.fullmatch(origin):
+            raise ConfigurationError(
+                _(
+                    "{variable} must be * or origins separated by commas, each a scheme, a host "
+                    "and perhaps a port, as https://lessons.example:8443 (no path, no / at the "
+                    "end), not {value}",
+                    variable=SETTINGS["CORS_ORIGINS"].variable,
+                    value=origin,
+                )
+            )
+    return listed
 
 
 def _positive(config: Mapping[str, Any], key: str, kind: type, minimum: float = 1) -> Any:

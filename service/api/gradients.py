@@ -7,8 +7,13 @@ from typing import Any
 from flask import Response
 
 from service.api import evaluator, language
-from service.api.examples import GRADIENTS_REQUEST, gradients_examples, request_examples
-from service.api.pictures import DRAWING_CONTENT, document_or_drawing
+from service.api.examples import (
+    GRADIENTS_REQUEST,
+    gradients_document,
+    gradients_examples,
+    request_examples,
+)
+from service.api.pictures import document_or_drawing, drawing_content
 from service.api.problems import documents_problems
 from service.api.request import RESPONSE_HEADERS, Blueprint
 from service.api.schemas import (
@@ -35,7 +40,7 @@ blp = Blueprint(
     examples=gradients_examples(),
     headers=RESPONSE_HEADERS,
 )
-@blp.doc(responses={200: {"content": DRAWING_CONTENT}})
+@blp.doc(responses={200: {"content": drawing_content(gradients_document())}})
 @documents_problems(blp, 400, 413, 415, 429, 501)
 def gradients(body: dict[str, Any]) -> Response:
     """Evaluate an expression and backpropagate through it

@@ -7,8 +7,8 @@ from typing import Any
 from flask import Response
 
 from service.api import evaluator, language
-from service.api.examples import GRAPH_REQUEST, graph_examples, request_examples
-from service.api.pictures import DRAWING_CONTENT, document_or_drawing
+from service.api.examples import GRAPH_REQUEST, graph_document, graph_examples, request_examples
+from service.api.pictures import document_or_drawing, drawing_content
 from service.api.problems import documents_problems
 from service.api.request import RESPONSE_HEADERS, Blueprint
 from service.api.schemas import GraphRequestSchema, StructureSchema
@@ -24,7 +24,7 @@ blp = Blueprint(
 @blp.route("/graph", methods=["POST"])
 @blp.arguments(GraphRequestSchema(), examples=request_examples(GRAPH_REQUEST))
 @blp.response(200, StructureSchema, examples=graph_examples(), headers=RESPONSE_HEADERS)
-@blp.doc(responses={200: {"content": DRAWING_CONTENT}})
+@blp.doc(responses={200: {"content": drawing_content(graph_document())}})
 @documents_problems(blp, 400, 413, 415, 429, 501)
 def graph(body: dict[str, Any]) -> Response:
     """Parse an expression into its graph's structure

@@ -117,15 +117,16 @@ def plot_response(
     return Response(body, mimetype=pictures.PLOT_FORMATS[image])
 
 
-# What each drawn format is, for the spec's 200 responses.
-DRAWING_CONTENT = {
-    "text/vnd.graphviz": {
-        "schema": {"type": "string"},
-        "example": 'digraph {\n\trankdir=LR\n\tn0 [label="{ a | data 2.0000 | grad 10.0000 }" ...',
-    },
-    "text/vnd.mermaid": {"schema": {"type": "string"}},
-    "image/svg+xml": {"schema": {"type": "string"}},
-}
+def drawing_content(example: Mapping[str, Any]) -> dict[str, Any]:
+    """What each drawn format is, for the spec's 200 responses: the text formats with the
+    graph of the `example` document, drawn as the endpoint draws it."""
+    return {
+        "text/vnd.graphviz": {"schema": {"type": "string"}, "example": pictures.dot(example)},
+        "text/vnd.mermaid": {"schema": {"type": "string"}, "example": pictures.mermaid(example)},
+        "image/svg+xml": {"schema": {"type": "string"}},
+    }
+
+
 PLOT_CONTENT = {
     "image/svg+xml": {"schema": {"type": "string"}},
     "image/png": {"schema": {"type": "string", "format": "binary"}},
