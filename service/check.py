@@ -821,6 +821,29 @@ def _value_of(answer: ParsedExpression, point: Mapping[str, float]) -> float | N
     return number if math.isfinite(number) else None
 
 
+def _undefined_at_bindings(
+    answer: ParsedExpression, bindings: Mapping[str, float]
+) -> dict[str, Any]:
+    """Feedback on a formula that cannot be computed at the bindings, where the derivative has a
+    value: why, and where in the answer, as the engine says for an expression."""
+    try:
+        run(answer, {v: Value(bindings[v]) for v in answer.variables})
+        reason: str = _("its value is not a finite number")
+        span = (0, len(answer.text))
+    except DomainError as error:
+        reason, span = error.message, error.span or (0, len(answer.text))
+    line, column = line_column(answer.text, span[0])
+    return _feedback(
+        "incorrect",
+        _(
+            "Not correct: the formula cannot be computed at the bindings, where the derivative "
+            "has a value: {reason}.",
+            reason=reason,
+        ),
+        position={"start": span[0], "end": span[1], "line": line, "column": column},
+    )
+
+
 def _refuse_long_answers(answers: Mapping[str, Any], maximum: int) -> None:
     """Answers written as text are read as expressions are: in all, no more text than one
     expression may have, so a body full of them costs no more to read than the longest one."""
@@ -1136,7 +1159,7 @@ class _Symbolic:
             number = _value_of(answer, point)
             if number is None:
                 if index == 0:  # the bindings: `b*(a-1)/(a-1)` at a = 1 is no derivative there
-                    return _incorrect()
+                    return _undefined_at_bindings(answer, point)
                 continue
             values.append(number)
             expected.append(document["gradients"][name])

@@ -413,6 +413,27 @@ def test_hostile_symbolic_answers_are_feedback_not_failures(answer: str, code: s
 
 
 @pytest.mark.parametrize(
+    ("answer", "reason", "position"),
+    [
+        ("b*(a-1)/(a-1)", "division by zero: (a-1) is 0", (0, 13)),
+        ("b + 0/(a-1)", "division by zero: (a-1) is 0", (4, 11)),
+        ("log(a - 1) + b", "log of a non-positive number (0)", (0, 10)),
+    ],
+)
+def test_a_formula_undefined_at_the_bindings_is_told_why_and_where(
+    answer: str, reason: str, position: tuple[int, int]
+) -> None:
+    # Right everywhere else, but a derivative is asked for at a = 1, where it is b = 2.
+    result = feedback("a * b", {"a": 1, "b": 2}, {"derivatives": {"a": answer}}, "derivatives.a")
+    assert result["verdict"] == "incorrect"
+    assert result["feedback"]["message"] == (
+        "Not correct: the formula cannot be computed at the bindings, where the derivative has a "
+        f"value: {reason}."
+    )
+    assert result["feedback"]["position"] == at(*position)
+
+
+@pytest.mark.parametrize(
     ("expression", "number", "code"),
     [
         ("a - b", -1, "correct"),

@@ -916,7 +916,10 @@ class FeedbackSchema(Schema):
     code = _out(fields.String, "The likely mistake, or `correct`.", validate=validate.OneOf(CODES))
     message = _out(fields.String, "A sentence for the learner, in the response's language.")
     position = _problem(
-        fields.Nested, "Unparsable answers: where in the answer text.", PositionSchema
+        fields.Nested,
+        "Unparsable answers, and a formula that cannot be computed at the bindings: where in "
+        "the answer text.",
+        PositionSchema,
     )
 
 
