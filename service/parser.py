@@ -323,7 +323,7 @@ def _too_long(text: str, start: int, end: int, limits: Limits) -> LimitExceeded:
 
 # Operator look-alikes from word processors and maths fonts, and what to type instead.
 OPERATOR_LOOKALIKES = {"×": "*", "·": "*", "⋅": "*", "∗": "*", "÷": "/", "−": "-", "–": "-",
-                       "—": "-", "∕": "/"}  # fmt: skip
+                       "—": "-", "‒": "-", "∕": "/"}  # fmt: skip
 
 # Letters that look like ASCII but are not, and that NFKC does not map: the usual homoglyphs.
 _LOOKALIKES = {
