@@ -82,7 +82,8 @@ openapi: $(VENV)/.installed
 TRANSLATIONS := service/translations
 TRANSLATED := ru et
 translations: $(VENV)/.installed
-	$(BIN)/pybabel extract -F babel.cfg -k _n:1,2 --no-location --sort-output --width 100 \
+	$(BIN)/pybabel extract -F babel.cfg -k _n:1,2 --add-comments=TRANSLATORS: --no-location \
+		--sort-output --width 100 \
 		--project autograd-service -o $(TRANSLATIONS)/messages.pot service
 	@for locale in $(TRANSLATED); do \
 		if [ -f $(TRANSLATIONS)/$$locale/LC_MESSAGES/messages.po ]; then \

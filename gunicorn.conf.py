@@ -23,7 +23,7 @@ from gunicorn import util
 from gunicorn.glogging import Logger
 
 from service.api import costs
-from service.api.config import DEFAULTS, cors_origins
+from service.api.config import DEFAULTS, ConfigurationError, cors_origins
 from service.api.logs import JsonFormatter
 from service.api.request import REQUEST_ID_HEADER
 from service.i18n import _
@@ -167,6 +167,20 @@ def worker_abort(worker: Any) -> None:
     _ABORTED = True
 
 
+def _any_origin() -> bool:
+    """Whether browser pages of any origin may call, read as the app reads the variable (JSON,
+    else text); the app refused a bad value at start-up."""
+    written = os.environ.get("AUTOGRAD_CORS_ORIGINS", DEFAULTS["CORS_ORIGINS"])
+    try:
+        setting = json.loads(written)
+    except ValueError:
+        setting = written
+    try:
+        return cors_origins({"CORS_ORIGINS": setting}) == "*"
+    except ConfigurationError:
+        return False
+
+
 def _write_problem(sock: Any, status_int: int, reason: str, mesg: str) -> None:
     kind = "request-too-expensive" if _ABORTED else HTTP_KINDS.get(status_int)
     headers = ""
@@ -184,8 +198,7 @@ def _write_problem(sock: Any, status_int: int, reason: str, mesg: str) -> None:
     # As the app's answers: an id to quote (the request's own is not known here), and readable by
     # a browser page of any origin when any may call (with a list, the origin is not known here).
     headers += f"{REQUEST_ID_HEADER}: {uuid.uuid4().hex}\r\n"
-    origins = os.environ.get("AUTOGRAD_CORS_ORIGINS", DEFAULTS["CORS_ORIGINS"])
-    if cors_origins({"CORS_ORIGINS": origins}) == "*":
+    if _any_origin():
         headers += (
             "Access-Control-Allow-Origin: *\r\n"
             f"Access-Control-Expose-Headers: Retry-After, {REQUEST_ID_HEADER}\r\n"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -95,9 +96,12 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     origins = cors_origins(app.config)
     CORS(
         app,
-        origins=origins,
+        # Each listed origin matched as written (flask-cors reads text with `[` or `*` in it as
+        # a pattern, and an IPv6 origin has brackets), in any case, as origins compare.
+        origins="*" if origins == "*" else [_exactly(origin) for origin in origins],
         send_wildcard=origins == "*",  # `*` rather than echoing each origin: one cacheable answer
         always_send=origins == "*",  # a listed origin is named only to a request from it
+        vary_header=False,  # with a list, `_varies_by_origin` says so on every answer
         expose_headers=[REQUEST_ID_HEADER, "Retry-After"],
         max_age=PREFLIGHT_MAX_AGE,
     )
@@ -116,6 +120,10 @@ def _preflight_names_the_routes_methods(response: Response) -> Response:
         adapter = current_app.url_map.bind_to_environ(request.environ)
         response.headers[ALLOW_METHODS] = ", ".join(sorted(adapter.allowed_methods()))
     return response
+
+
+def _exactly(text: str) -> re.Pattern[str]:
+    return re.compile(re.escape(text) + r"\Z", re.IGNORECASE)
 
 
 def _varies_by_origin(response: Response) -> Response:

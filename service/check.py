@@ -29,8 +29,6 @@ from dataclasses import dataclass, field
 from functools import cache, cached_property
 from typing import TYPE_CHECKING, Any
 
-from babel.numbers import get_decimal_symbol
-
 from service.budget import time_budget
 from service.derivatives import DEFAULT_SYMBOLIC_LIMITS
 from service.engine import Value
@@ -45,7 +43,7 @@ from service.errors import (
     line_column,
 )
 from service.evaluator import Compiled, Evaluator, run
-from service.i18n import DEFAULT_LOCALE, Message, _, _n
+from service.i18n import DEFAULT_LOCALE, Message, _, _n, writes_decimal_comma
 from service.limits import Limits
 from service.parser import OPERATOR_LOOKALIKES, Node, ParsedExpression, parse
 
@@ -128,12 +126,11 @@ class CheckTooExpensive(BudgetExceeded):
     def __init__(self, seconds: float) -> None:
         message = _(
             "checking the derivatives symbolically took longer than the {seconds} s it may take: "
-            "the expression's derivative formulas grow too large; its gradients (answers' "
-            "gradients and nodes) are checked without them",
+            "the expression's derivative formulas grow too large; answers without derivatives "
+            "(values and gradients) are checked without symbolic work",
             seconds=format(seconds, "g"),
         )
-        AutogradError.__init__(self, CHECK_KIND, message)
-        self.seconds = seconds
+        super().__init__(CHECK_KIND, seconds, message)
 
 
 # -- what a mistake would have answered --------------------------------------------------------
@@ -704,7 +701,7 @@ def check(
     whose decimal separator the answers may use.
     """
     _refuse_long_answers(answers, evaluator.limits.max_expression_length)
-    answers = _as_typed(answers, locale)
+    answers = _normalized(answers, locale)
     document = evaluator.evaluate(expression, bindings, output=output)
     nodes = document["graph"]["nodes"]
     variables = list(document["gradients"])
@@ -924,25 +921,27 @@ def _refuse_unknown(
 
 # What learners type for the grammar's characters, from the lessons' typography or a word
 # processor: the minus sign, the multiplication sign, a space that does not break. An answer is
-# arithmetic, not code, so each is read as the one character it stands for (the expression
-# language refuses them, with a hint), and a refusal's position is the same in the answer typed.
-_TYPED = str.maketrans({**OPERATOR_LOOKALIKES, "\u00a0": " ", "\u2009": " ", "\u202f": " "})
-# A decimal comma (`0,5`), in a language that writes one: one comma between two runs of digits
-# (`1,5,0` is no number either way, and is refused as typed).
+# arithmetic, not code, so each may stand for the one character it looks like (the expression
+# language refuses them, with a hint).
+_TYPOGRAPHIC = str.maketrans({**OPERATOR_LOOKALIKES, "\u00a0": " ", "\u2009": " ", "\u202f": " "})
+# A decimal comma (`0,5`), in a language that writes one: one comma between two runs of digits.
 _DECIMAL_COMMA = re.compile(r"(?<![0-9.,])([0-9]+),([0-9]+)(?![0-9.,])")
 
 
-def _as_typed(answers: Mapping[str, Any], locale: str) -> dict[str, Any]:
-    """The answers with every text read as the learner typed it: typographic characters as the
-    grammar's, and decimal commas as points where `locale` writes decimals with a comma (in
-    English, `1,000` is a thousand, and is refused with a hint)."""
-    decimal_comma = get_decimal_symbol(locale) == ","
+def _normalized(answers: Mapping[str, Any], locale: str) -> dict[str, Any]:
+    """The answers, each text that the grammar refuses as typed but reads in plain characters
+    written so: typographic signs as ASCII, and decimal commas as points where `locale` writes
+    decimals with a comma (in English, `1,000` could be a thousand). A text the grammar refuses
+    either way stays as typed, so its refusal quotes and points at what the learner wrote."""
+    decimal_comma = writes_decimal_comma(locale)
 
     def read(answer: Any) -> Any:
         if not isinstance(answer, str):
             return answer
-        answer = answer.translate(_TYPED)
-        return _DECIMAL_COMMA.sub(r"\1.\2", answer) if decimal_comma else answer
+        plain = answer.translate(_TYPOGRAPHIC)
+        if decimal_comma:
+            plain = _DECIMAL_COMMA.sub(r"\1.\2", plain)
+        return plain if plain != answer and _readable(plain) and not _readable(answer) else answer
 
     return {
         group: {key: read(answer) for key, answer in given.items()}
@@ -950,6 +949,17 @@ def _as_typed(answers: Mapping[str, Any], locale: str) -> dict[str, Any]:
         else read(given)
         for group, given in answers.items()
     }
+
+
+def _readable(text: str) -> bool:
+    """Whether the grammar reads `text` as an answer's expression."""
+    try:
+        parse(text, ANSWER_LIMITS)
+    except BudgetExceeded:  # the request's time is up: not the answer's fault
+        raise
+    except AutogradError:
+        return False
+    return True
 
 
 def _unanswered(answer: Any) -> bool:

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 from service.budget import time_budget
 from service.engine import Value
 from service.errors import (
-    AutogradError,
     BindingError,
     BudgetExceeded,
     DomainError,
@@ -75,8 +74,7 @@ class SymbolicTooExpensive(BudgetExceeded):
             "has no such limit",
             seconds=format(seconds, "g"),
         )
-        AutogradError.__init__(self, SYMBOLIC_TOO_EXPENSIVE, message)
-        self.seconds = seconds
+        super().__init__(SYMBOLIC_TOO_EXPENSIVE, seconds, message)
 
 
 class Differentiator:

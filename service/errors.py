@@ -159,10 +159,13 @@ class RequestTooLarge(AutogradError):
 class BudgetExceeded(AutogradError):
     """The work ran past its time budget and was stopped (see `service.budget`)."""
 
-    def __init__(self, kind: str, seconds: float) -> None:
-        message = _(
-            "the work took longer than its time budget of {seconds} s", seconds=format(seconds, "g")
-        )
+    def __init__(self, kind: str, seconds: float, message: str | None = None) -> None:
+        """`message` says what the work was, where its kind has a sentence of its own."""
+        if message is None:
+            message = _(
+                "the work took longer than its time budget of {seconds} s",
+                seconds=format(seconds, "g"),
+            )
         super().__init__(kind, message)
         self.seconds = seconds
 

@@ -98,6 +98,14 @@ def negotiate(accepted: Iterable[str]) -> str:
 
 
 @cache
+def writes_decimal_comma(locale: str) -> bool:
+    """Whether `locale` writes decimals with a comma (`0,5`), as Russian and Estonian do."""
+    from babel.numbers import get_decimal_symbol  # its locale data, only where answers are read
+
+    return get_decimal_symbol(locale) == ","
+
+
+@cache
 def catalogue(locale: str) -> gettext.NullTranslations:
     """The compiled catalogue of `locale`, or English (the templates themselves) without one."""
     return gettext.translation(DOMAIN, CATALOGUES, languages=[locale], fallback=True)

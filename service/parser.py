@@ -386,10 +386,10 @@ def _bad_character(text: str, pos: int, first: bool = False) -> ExpressionError:
         return ExpressionError("unsupported_syntax", _UNSUPPORTED[char], span)
     code = f"U+{ord(char):04X}"
     unicode_name = unicodedata.name(char, "")
-    # Unicode names are English only: the other languages show the code point alone.
-    described = (
-        _("{code} {unicode_name}", code=code, unicode_name=unicode_name) if unicode_name else code
-    )
+    # TRANSLATORS: a character's code point and its Unicode name. Unicode names exist in English
+    # only: another language gives the code point alone, "{code}".
+    named = _("{code} {unicode_name}", code=code, unicode_name=unicode_name)
+    described = named if unicode_name else code
     if char in OPERATOR_LOOKALIKES:
         message = _(
             "'{char}' ({described}) is not an operator of the language; did you mean '{ascii}'?",
@@ -600,11 +600,10 @@ class _Program:
                 return self.augmented(stream.next(), stream.next())
             if second.kind == "." and self.is_backward():
                 return self.backward_statement()
-        # A name alone, as the last statement, names the output when an earlier statement
-        # assigns it (`y` after `y = ...`) or reads it as an input; a plain expression's has none.
-        known = first.text in self.bound or first.text in self.read_as_input
         root = self.expression(None)
-        alone = first.kind == "name" and self.previous_end == first.end and known
+        # A name alone as the last statement of a program names the output (`y` after
+        # `y = ...`, or an input); a plain expression's output has no name, `a` alone too.
+        alone = first.kind == "name" and self.previous_end == first.end and self.statements > 1
         self.last, self.last_name = root, first.text if alone else None
         self.last_reads = tuple(self.reading)
         self.bare.append((root, (first.start, self.previous_end)))
@@ -1495,8 +1494,17 @@ class _Expression:
             and following.start == token.end
         ):  # `0,5`: a decimal comma, as Russian and Estonian write decimals
             start = self.spans[-1][0]
-            written = self.text[start : token.start] + "." + following.text
-            message = _("decimals are written with a point: {number}", number=written)
+            whole = self.text[start : token.start]
+            written = whole + "." + following.text
+            if len(following.text) == 3:  # `1,000`: perhaps a thousand, in English
+                message = _(
+                    "numbers are written without separators and with a decimal point: "
+                    "{whole_number} or {decimal}",
+                    whole_number=whole + following.text,
+                    decimal=written,
+                )
+            else:
+                message = _("decimals are written with a point: {number}", number=written)
             raise ExpressionError("unsupported_syntax", message, (start, following.end))
         while self.pending and self.pending[-1].kind in ("binary", "prefix"):
             self.reduce()

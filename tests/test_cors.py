@@ -74,9 +74,32 @@ def test_cors_origins_can_be_restricted(monkeypatch: pytest.MonkeyPatch) -> None
     assert "Access-Control-Allow-Origin" not in unnamed.headers
 
 
+def test_listed_origins_match_as_written_in_any_case(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AUTOGRAD_CORS_ORIGINS", "http://[::1]:8080,HTTPS://Lessons.example")
+    client = create_app({"TESTING": True}).test_client()
+    for origin in ("http://[::1]:8080", "https://lessons.example"):
+        response = client.get("/healthz", headers={"Origin": origin})
+        assert response.headers["Access-Control-Allow-Origin"] == origin
+        assert response.headers.getlist("Vary") == ["Accept-Language, Origin"]  # said once
+    for origin in ("http://[::1]:80801", "http://1", "https://lessons.example.evil"):
+        response = client.get("/healthz", headers={"Origin": origin})
+        assert "Access-Control-Allow-Origin" not in response.headers
+
+
 @pytest.mark.parametrize(
     "origins",
-    ["https://a.example/", "a.example", "https://a.example/lessons", "https://a.example, *"],
+    [
+        "https://a.example/",
+        "a.example",
+        "https://a.example/lessons",
+        "https://a.example, *",
+        "https://(a|b).example",  # as a pattern, it would let https://a.example.evil in
+        "https://*.a.example",
+        "https://user@a.example",
+        "",  # an unset variable in a compose file: no page could call
+        " , ",
+        "null",
+    ],
 )
 def test_an_origin_no_browser_sends_stops_the_service_at_start_up(
     monkeypatch: pytest.MonkeyPatch, origins: str

@@ -394,10 +394,12 @@ def test_a_name_alone_on_the_last_line_names_the_output() -> None:
     # An expression of names is not a name: the output has none.
     assert evaluator.evaluate("y = a * 2\n(y)", {"a": 1})["output"] is None
     assert evaluator.evaluate("a", {"a": 1})["output"] is None  # a plain expression
-    # An input an earlier statement reads is named too, as `output` would name it.
+    # An input is named too, as `output` would name it, whether or not the program read it.
     document = evaluator.evaluate("y = a * 2\na", {"a": 3})
     assert (document["value"], document["output"]) == (3.0, "a")
     assert [w["name"] for w in document["warnings"]] == ["y"]
+    assert evaluator.evaluate("y = 2\nb", {"b": 3})["output"] == "b"
+    assert evaluator.evaluate("# the input\na", {"a": 3})["output"] is None  # one statement
 
 
 @pytest.mark.parametrize(

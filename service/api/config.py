@@ -272,32 +272,39 @@ def request_costs(config: Mapping[str, Any]) -> RequestCosts:
     )
 
 
-# An origin as a browser sends it: a scheme, a host and perhaps a port; no path, not even `/`.
-_ORIGIN = re.compile(r"https?://[^\s/:?#]+(:[0-9]{1,5})?")
+# An origin as a browser sends it: a scheme, a host (a name, or an IPv6 address in brackets) and
+# perhaps a port; no path, not even `/`, and nothing a pattern could read as more than itself.
+_ORIGIN = re.compile(
+    r"https?://([A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?", re.IGNORECASE
+)
 
 
 def cors_origins(config: Mapping[str, Any]) -> str | list[str]:
-    """`*`, or the origins listed; one that could never match a browser's `Origin` stops the
-    service at start-up rather than refusing every page quietly."""
-    origins = config["CORS_ORIGINS"]
-    if isinstance(origins, list | tuple):
-        listed = [str(origin).strip() for origin in origins]
-    elif str(origins).strip() == "*":
+    """`*`, or the origins listed; a list that could never match a browser's `Origin` (empty,
+    or an entry no browser sends) stops the service at start-up rather than refusing every page
+    quietly."""
+    setting = config["CORS_ORIGINS"]
+    if isinstance(setting, list | tuple):
+        listed = [str(origin).strip() for origin in setting]
+    elif isinstance(setting, str):
+        listed = setting.split(",")
+    else:  # JSON that is no text: `null`, `true`, a number
+        listed = [_as_written(SETTINGS["CORS_ORIGINS"].variable, setting)]
+    origins = [origin.strip() for origin in listed if origin.strip()]
+    if origins == ["*"]:
         return "*"
-    else:
-        listed = [origin.strip() for origin in str(origins).split(",") if origin.strip()]
-    for origin in listed:
+    for origin in origins or [""]:
         if not _ORIGIN.fullmatch(origin):
             raise ConfigurationError(
                 _(
                     "{variable} must be * or origins separated by commas, each a scheme, a host "
                     "and perhaps a port, as https://lessons.example:8443 (no path, no / at the "
-                    "end), not {value}",
+                    "end), not '{value}'",
                     variable=SETTINGS["CORS_ORIGINS"].variable,
                     value=origin,
                 )
             )
-    return listed
+    return origins
 
 
 def _positive(config: Mapping[str, Any], key: str, kind: type, minimum: float = 1) -> Any:

@@ -397,8 +397,8 @@ def _program_output() -> fields.String:
     return _out(
         fields.String,
         "The output's name: the request's `output`, the name `backward()` was called on, or "
-        "the target of the last assignment, or a name the program assigns, declares or reads "
-        "earlier, written alone as the last statement; null for any other bare expression.",
+        "the target of the last assignment, or a name written alone as the last statement of a "
+        "program of several; null for any other bare expression, and for a plain expression.",
         allow_none=True,
     )
 

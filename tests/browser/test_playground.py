@@ -489,6 +489,18 @@ def test_labels_too_long_for_a_gap_take_two_lines_and_stay_apart(visit: Visit) -
     visit.screenshot("long-edge-labels.png")
 
 
+def test_a_product_of_huge_numbers_takes_a_line_per_factor(visit: Visit) -> None:
+    program = "x = Value(1.5)\ny = Value(-99999.1234)\nz = Value(-123456.1234)\nw = x*y*z"
+    visit.open("?" + urlencode({"expression": program, "step": "end"}))
+    visit.until("document.querySelectorAll('#graph .edge-label.shown').length === 4")
+    assert "-123456.1234 × -99999.1234 = 1.235e+10" in visit.edge_labels()
+    lines = visit.page.locator("#graph .edge-label.shown text:has(tspan)").evaluate_all(
+        "texts => texts.map(t => t.querySelectorAll('tspan').length)"
+    )
+    assert 3 in lines
+    assert label_overlaps(visit) == {"cards": 0, "labels": 0}
+
+
 def test_the_error_mark_scrolls_with_a_long_line(visit: Visit) -> None:
     visit.open(LESSON)
     editor = visit.page.locator("#expression")

@@ -74,11 +74,17 @@ function columnGap(graph) {
 }
 
 // A label as it is written between two columns `gap` apart: on one line where it fits; else,
-// past the widest gap, the product on one line and `= contribution` under it.
+// past the widest gap, `= contribution` under the product, and the product's factors on a line
+// each where even the product is too wide (huge numbers). Each line but the last keeps its
+// space, so the lines read together are the label.
 function labelLines(label, gap) {
+  const fits = (text) => CARD_W + LABEL_CLEARANCE + text.length * LABEL_CHAR <= gap;
   const equals = label.indexOf(" = ");
-  if (CARD_W + LABEL_CLEARANCE + label.length * LABEL_CHAR <= gap || equals < 0) return [label];
-  return [label.slice(0, equals + 1), label.slice(equals + 1)]; // read together, one label
+  if (fits(label) || equals < 0) return [label];
+  const product = label.slice(0, equals + 1);
+  const times = product.indexOf(" × ");
+  const factors = fits(product) || times < 0 ? [product] : [product.slice(0, times + 3), product.slice(times + 3)];
+  return [...factors, label.slice(equals + 1)];
 }
 
 // An edge that skips columns passes through each column between its ends at a waypoint, laid
@@ -374,8 +380,10 @@ export class GraphView {
         const label = element("g", { class: "edge-label", transform: `translate(${mx} ${my})` }, labelLayer);
         const box = element("rect", { x: "0", y: "-10", width: "0", height: "20", rx: "4" }, label);
         const text = element("text", { x: "0", y: "4", "text-anchor": "middle" }, label);
-        // `gap`: the parent's column, whose gap the label is in; `y`: where the curve crosses it.
-        this.edges.set(key, { group, path, label, box, text, shown: null, gap: x2, x: mx, y: my, height: 20, placed: my });
+        // `column`: the parent's, left of which is the gap the label is in; `y`: where the
+        // curve crosses that gap, and `placed`: where the label is, moved from there.
+        const edge = { group, path, label, box, text, shown: null, height: 20 };
+        this.edges.set(key, { ...edge, column: x2, x: mx, y: my, placed: my });
       });
     }
 
@@ -502,13 +510,17 @@ export class GraphView {
       edge.box.setAttribute("width", String(widths[i]));
       edge.box.setAttribute("height", String(edge.height));
     });
-    // The labels shown in each gap, moved apart where they would overlap: two edges between
-    // the same two cards cross the gap at nearly the same height.
+    this.placeLabels();
+  }
+
+  // The labels shown in each gap, moved apart where they would overlap (two edges between the
+  // same two cards cross the gap at nearly the same height); the box grows to take them in.
+  placeLabels() {
     const gaps = new Map();
     for (const edge of this.edges.values()) {
       if (!edge.shown) continue;
-      if (!gaps.has(edge.gap)) gaps.set(edge.gap, []);
-      gaps.get(edge.gap).push(edge);
+      if (!gaps.has(edge.column)) gaps.set(edge.column, []);
+      gaps.get(edge.column).push(edge);
     }
     let [top, bottom] = [Infinity, -Infinity];
     for (const labels of gaps.values()) {
