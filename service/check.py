@@ -587,6 +587,10 @@ def _json_number(answer: Any) -> float | None:
         return math.inf
 
 
+# Text of letters and spaces alone, in any script.
+_WORDS = re.compile(r"[^\W\d_]+(\s+[^\W\d_]+)*")
+
+
 def read_number(answer: Any) -> float:
     """A numeric answer: a JSON number, or text of a constant in our grammar (`-1/2`, `2**3`)."""
     number = _json_number(answer)
@@ -596,7 +600,14 @@ def read_number(answer: Any) -> float:
         raise _not_a_number(_json_kind(math.inf))
     if not isinstance(answer, str):
         raise _not_a_number(_json_kind(answer))
-    parsed = _parse_answer(answer)
+    try:
+        parsed = _parse_answer(answer)
+    except Unreadable:
+        # `ei tea`, `не знаю`: words, about which the grammar's hints (`write ei*tea`) would
+        # mislead; one word the grammar reads is a variable, and is told so below.
+        if _WORDS.fullmatch(answer.strip()):
+            raise _not_a_number(_("words")) from None
+        raise
     if parsed.variables:
         raise Unreadable(
             _feedback(

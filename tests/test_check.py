@@ -143,6 +143,16 @@ def test_an_answer_is_read_as_the_learner_types_it(
         assert (position["start"], position["end"]) == ((1, 5) if locale == "en" else (0, 3))
 
 
+@pytest.mark.parametrize("answer", ["ei tea", "не знаю", "I do not know"])
+def test_words_for_a_number_are_told_a_number_is_asked_for(answer: str) -> None:
+    # Not the grammar's hint for two names side by side (`write ei*tea`).
+    result = feedback(**_lesson_answer("gradients.a", answer))
+    assert result["feedback"] == {
+        "code": "not_a_number",
+        "message": "The answer must be a number, not words.",
+    }
+
+
 # An answer is one expression. Each of these would be judged by its program's output (and the
 # first four found correct) if programs were read as answers: `tanh(x * w)` at x = -6, w = 1.
 PROGRAM_ANSWERS = [
