@@ -21,6 +21,7 @@ from typing import Any
 
 LOCALES = ("en", "ru", "et")  # English is the source language and the fallback
 DEFAULT_LOCALE = "en"
+DECIMAL_COMMA = frozenset(("ru", "et"))  # the languages that write 0,5 (CLDR's decimal symbol)
 DOMAIN = "messages"
 CATALOGUES = Path(__file__).parent / "translations"
 
@@ -97,12 +98,9 @@ def negotiate(accepted: Iterable[str]) -> str:
     return DEFAULT_LOCALE
 
 
-@cache
 def writes_decimal_comma(locale: str) -> bool:
     """Whether `locale` writes decimals with a comma (`0,5`), as Russian and Estonian do."""
-    from babel.numbers import get_decimal_symbol  # its locale data, only where answers are read
-
-    return get_decimal_symbol(locale) == ","
+    return locale in DECIMAL_COMMA
 
 
 @cache

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -160,3 +163,38 @@ def test_the_proxy_picks_the_language_the_app_would(header: str) -> None:
 def test_every_proxy_kind_has_a_page() -> None:
     kinds = {json.loads(d.replace("$request_id", ""))["type"] for _, d in PAGES}
     assert {type_uri(kind) for kind in PROXY_KINDS} <= kinds
+
+
+# A request to each endpoint, in a language of its own (ru writes decimal commas).
+RUNTIME_REQUESTS = [
+    ("/v1/gradients", {"expression": "(a + b) * c", "bindings": {"a": 2, "b": -3, "c": 10}}),
+    ("/v1/graph", {"expression": "y = Value(2.0)\nz = y * y"}),
+    ("/v1/derivatives", {"expression": "relu(a * b)", "bindings": {"a": 2, "b": 3}}),
+    ("/v1/sweep", {"expression": "x * x",
+                   "vary": [{"name": "x", "from": -1, "to": 1, "points": 5}]}),
+    ("/v1/check", {"expression": "a * b", "bindings": {"a": 0.5, "b": 2},
+                   "answers": {"value": "1,0", "derivatives": {"a": "b"}}}),
+    ("/v1/exercises", {"seed": 7, "level": 2}),
+]  # fmt: skip
+
+
+def test_the_service_runs_without_the_packages_only_tests_use() -> None:
+    """The image installs the runtime dependencies alone: nothing the app does may import a
+    package of the `test` extra (Babel compiles the catalogues at build time, never at run)."""
+    extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    names = [
+        re.split(r"[<>=~!\[; ]", requirement)[0]
+        for requirement in extra["optional-dependencies"]["test"]
+    ]
+    modules = [name.lower().replace("-", "_") for name in names] + ["xdist"]
+    script = f"""
+import sys
+for name in {modules!r}:
+    sys.modules[name] = None  # importing it fails, as in the image
+from service.app import create_app
+client = create_app().test_client()
+for path, body in {RUNTIME_REQUESTS!r}:
+    response = client.post(path, json=body, headers={{"Accept-Language": "ru"}})
+    assert response.status_code == 200, (path, response.get_json())
+"""
+    subprocess.run([sys.executable, "-c", script], check=True, cwd=ROOT, timeout=120)

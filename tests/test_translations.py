@@ -14,7 +14,17 @@ from babel.messages.extract import DEFAULT_KEYWORDS, extract_from_dir
 from babel.messages.pofile import read_po
 from flask.testing import FlaskClient
 
-from service.i18n import CATALOGUES, DOMAIN, Message, _, _n, localized, negotiate
+from service.i18n import (
+    CATALOGUES,
+    DECIMAL_COMMA,
+    DOMAIN,
+    LOCALES,
+    Message,
+    _,
+    _n,
+    localized,
+    negotiate,
+)
 from service.kinds import KINDS
 
 SERVICE = Path(__file__).resolve().parent.parent / "service"
@@ -130,6 +140,12 @@ def test_a_message_renders_its_parameters_in_every_language() -> None:
     assert localized({"m": [message]}, "ru") == {"m": ["Ответ должен быть числом, а это объект."]}
     assert message.translate("et") == "Vastus peab olema arv, mitte objekt."
     assert message.translate("xx") == str(message)  # no catalogue: English
+
+
+def test_the_languages_writing_decimal_commas_are_those_cldr_says() -> None:
+    from babel.numbers import get_decimal_symbol
+
+    assert {locale for locale in LOCALES if get_decimal_symbol(locale) == ","} == DECIMAL_COMMA
 
 
 @pytest.mark.parametrize(
