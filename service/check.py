@@ -126,8 +126,8 @@ class CheckTooExpensive(BudgetExceeded):
     def __init__(self, seconds: float) -> None:
         message = _(
             "checking the derivatives symbolically took longer than the {seconds} s it may take: "
-            "the expression's derivative formulas grow too large; answers without derivatives "
-            "(values and gradients) are checked without symbolic work",
+            "the expression's derivative formulas grow too large; leave out the answers' "
+            "derivatives to have the value, gradients and nodes checked",
             seconds=format(seconds, "g"),
         )
         super().__init__(CHECK_KIND, seconds, message)
@@ -587,8 +587,11 @@ def _json_number(answer: Any) -> float | None:
         return math.inf
 
 
-# Text of letters and spaces alone, in any script.
-_WORDS = re.compile(r"[^\W\d_]+(\s+[^\W\d_]+)*")
+def _words(text: str) -> bool:
+    """Whether `text` is words, in any script: letters and spaces alone, more than one letter
+    (`π`, `½`, `x²` and a look-alike letter get the grammar's own hints)."""
+    words = text.split()
+    return all(word.isalpha() for word in words) and sum(map(len, words)) > 1
 
 
 def read_number(answer: Any) -> float:
@@ -605,7 +608,7 @@ def read_number(answer: Any) -> float:
     except Unreadable:
         # `ei tea`, `не знаю`: words, about which the grammar's hints (`write ei*tea`) would
         # mislead; one word the grammar reads is a variable, and is told so below.
-        if _WORDS.fullmatch(answer.strip()):
+        if _words(answer):
             raise _not_a_number(_("words")) from None
         raise
     if parsed.variables:
@@ -934,25 +937,28 @@ def _refuse_unknown(
 # processor: the minus sign, the multiplication sign, a space that does not break. An answer is
 # arithmetic, not code, so each may stand for the one character it looks like (the expression
 # language refuses them, with a hint).
-_TYPOGRAPHIC = str.maketrans({**OPERATOR_LOOKALIKES, "\u00a0": " ", "\u2009": " ", "\u202f": " "})
+_TYPOGRAPHIC = str.maketrans(OPERATOR_LOOKALIKES)
+# Spaces that do not break, but not between two digits, where they group thousands (`1 000,5`):
+# there they stay, and are refused where they are.
+_SPACES = re.compile(r"(?<![0-9])[\u00a0\u2009\u202f]|[\u00a0\u2009\u202f](?![0-9])")
 # A decimal comma (`0,5`), in a language that writes one: one comma between two runs of digits.
 _DECIMAL_COMMA = re.compile(r"(?<![0-9.,])([0-9]+),([0-9]+)(?![0-9.,])")
 
 
 def _normalized(answers: Mapping[str, Any], locale: str) -> dict[str, Any]:
-    """The answers, each text that the grammar refuses as typed but reads in plain characters
-    written so: typographic signs as ASCII, and decimal commas as points where `locale` writes
-    decimals with a comma (in English, `1,000` could be a thousand). A text the grammar refuses
-    either way stays as typed, so its refusal quotes and points at what the learner wrote."""
+    """The answers, each text the grammar refuses as typed read in plain characters: typographic
+    signs as ASCII, and decimal commas as points where `locale` writes decimals with a comma (in
+    English, `1,000` could be a thousand). Each stands for one character, so a refusal of the
+    plain text (`(0,5` never closes its bracket) points at the characters the learner typed."""
     decimal_comma = writes_decimal_comma(locale)
 
     def read(answer: Any) -> Any:
         if not isinstance(answer, str):
             return answer
-        plain = answer.translate(_TYPOGRAPHIC)
+        plain = _SPACES.sub(" ", answer.translate(_TYPOGRAPHIC))
         if decimal_comma:
             plain = _DECIMAL_COMMA.sub(r"\1.\2", plain)
-        return plain if plain != answer and _readable(plain) and not _readable(answer) else answer
+        return plain if plain != answer and not _readable(answer) else answer
 
     return {
         group: {key: read(answer) for key, answer in given.items()}

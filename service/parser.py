@@ -481,6 +481,8 @@ _NODES = {
 # -- statements -----------------------------------------------------------------------------
 
 _AUGMENTED = {"+=": "+", "-=": "-", "*=": "*", "/=": "/"}
+# A number with its thousands grouped by commas, as English writes it (`12,345,678.5`).
+_THOUSANDS = re.compile(r"[1-9][0-9]{0,2}(,[0-9]{3})+(\.[0-9]+)?([eE][+-]?[0-9]+)?(?![0-9,.])")
 # A line end that no backslash continues (`\` then LF or CR LF, as the tokens read it).
 _LOGICAL_LINE_END = re.compile(r"(?<!\\)\r?\n(?<!\\\r\n)")
 # What Python computes exactly on integers; `/` and the functions give floats.
@@ -1496,16 +1498,23 @@ class _Expression:
             start = self.spans[-1][0]
             whole = self.text[start : token.start]
             written = whole + "." + following.text
-            if len(following.text) == 3:  # `1,000`: perhaps a thousand, in English
+            span = (start, following.end)
+            grouped = _THOUSANDS.match(self.text, start)
+            if grouped and grouped[0] == whole + "," + following.text and following.text.isdigit():
+                # `1,000`: a thousand, or one
                 message = _(
                     "numbers are written without separators and with a decimal point: "
                     "{whole_number} or {decimal}",
                     whole_number=whole + following.text,
                     decimal=written,
                 )
+            elif grouped:  # `12,345,678`, `1,000.5`: thousands, in English
+                number = grouped[0].replace(",", "")
+                message = _("numbers are written without separators: {number}", number=number)
+                span = grouped.span()
             else:
                 message = _("decimals are written with a point: {number}", number=written)
-            raise ExpressionError("unsupported_syntax", message, (start, following.end))
+            raise ExpressionError("unsupported_syntax", message, span)
         while self.pending and self.pending[-1].kind in ("binary", "prefix"):
             self.reduce()
         if self.pending and self.pending[-1].kind == "paren":  # `(1, 2)`, `a, b = (x, y)`

@@ -143,6 +143,23 @@ def test_an_answer_is_read_as_the_learner_types_it(
         assert (position["start"], position["end"]) == ((1, 5) if locale == "en" else (0, 3))
 
 
+@pytest.mark.parametrize(
+    ("answer", "position", "reason"),
+    [
+        ("(0,5", (0, 1), "this '(' is never closed"),
+        ("\u22120,5 +", (6, 6), "the expression ends after '+'"),
+        ("1\u00a0000,5", (1, 2), "the invisible character U+00A0"),  # grouped thousands
+    ],
+)
+def test_an_answer_unreadable_even_in_plain_characters_is_told_its_own_mistake(
+    answer: str, position: tuple[int, int], reason: str
+) -> None:
+    # Not "decimals are written with a point", which a Russian learner need not do.
+    results = check(EVALUATOR, **LESSON, answers={"value": answer}, locale="ru")["results"]
+    assert reason in results[0]["feedback"]["message"]
+    assert results[0]["feedback"]["position"] == at(*position)
+
+
 @pytest.mark.parametrize("answer", ["ei tea", "не знаю", "I do not know"])
 def test_words_for_a_number_are_told_a_number_is_asked_for(answer: str) -> None:
     # Not the grammar's hint for two names side by side (`write ei*tea`).

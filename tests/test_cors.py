@@ -96,6 +96,8 @@ def test_listed_origins_match_as_written_in_any_case(monkeypatch: pytest.MonkeyP
         "https://(a|b).example",  # as a pattern, it would let https://a.example.evil in
         "https://*.a.example",
         "https://user@a.example",
+        "https://a.example:443",  # browsers leave the scheme's own port out
+        "http://a.example:99999",
         "",  # an unset variable in a compose file: no page could call
         " , ",
         "null",

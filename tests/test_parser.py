@@ -219,6 +219,25 @@ def test_messages_say_what_to_write() -> None:
 
 
 @pytest.mark.parametrize(
+    ("text", "hint", "span"),
+    [
+        ("0,25", "decimals are written with a point: 0.25", (0, 4)),
+        ("0,125", "decimals are written with a point: 0.125", (0, 5)),  # 0 groups nothing
+        ("1,000", "without separators and with a decimal point: 1000 or 1.000", (0, 5)),
+        ("x * 12,345,678", "numbers are written without separators: 12345678", (4, 14)),
+        ("1,000.5", "numbers are written without separators: 1000.5", (0, 7)),
+    ],
+)
+def test_a_comma_in_a_number_gets_the_hint_for_what_it_can_mean(
+    text: str, hint: str, span: tuple[int, int]
+) -> None:
+    with pytest.raises(ExpressionError) as raised:
+        parse(text)
+    assert raised.value.message.endswith(hint)
+    assert raised.value.span == span
+
+
+@pytest.mark.parametrize(
     ("text", "written", "span"),
     [("x.relu() y", "x.relu()*y", (0, 10)), ("q = (a * b).exp() c", "(a * b).exp()*c", (4, 19))],
 )

@@ -294,7 +294,11 @@ def cors_origins(config: Mapping[str, Any]) -> str | list[str]:
     if origins == ["*"]:
         return "*"
     for origin in origins or [""]:
-        if not _ORIGIN.fullmatch(origin):
+        written = _ORIGIN.fullmatch(origin)
+        port = int(written[3][1:]) if written and written[3] else None
+        # a browser leaves a scheme's own port out of the origin it sends
+        default = {"http": 80, "https": 443}[origin.split(":")[0].lower()] if written else None
+        if not written or port == default or not 0 < (port or 1) < 65536:
             raise ConfigurationError(
                 _(
                     "{variable} must be * or origins separated by commas, each a scheme, a host "
