@@ -23,7 +23,7 @@ from gunicorn import util
 from gunicorn.glogging import Logger
 
 from service.api import costs
-from service.api.config import DEFAULTS, ConfigurationError, cors_origins
+from service.api.config import DEFAULTS, ConfigurationError, cors_origins, read_variable
 from service.api.logs import JsonFormatter
 from service.api.request import REQUEST_ID_HEADER
 from service.i18n import _
@@ -172,11 +172,7 @@ def _any_origin() -> bool:
     else text); the app refused a bad value at start-up."""
     written = os.environ.get("AUTOGRAD_CORS_ORIGINS", DEFAULTS["CORS_ORIGINS"])
     try:
-        setting = json.loads(written)
-    except ValueError:
-        setting = written
-    try:
-        return cors_origins({"CORS_ORIGINS": setting}) == "*"
+        return cors_origins({"CORS_ORIGINS": read_variable(written)}) == "*"
     except ConfigurationError:
         return False
 

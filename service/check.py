@@ -473,11 +473,15 @@ def _unparsable(error: AutogradError, text: str) -> Unreadable:
 
 
 def _unreadable_at(message: Message, span: Span, text: str) -> Unreadable:
-    """Unparsable, with the sentence given, at `span` of the answer's `text`: its characters, and
-    the line and column where they start, as a problem's position has them."""
+    """Unparsable, with the sentence given, at `span` of the answer's `text`."""
+    return Unreadable(_feedback("unparsable", message, position=_position(span, text)))
+
+
+def _position(span: Span, text: str) -> dict[str, int]:
+    """Where `span` is in an answer's `text`: its characters, and the line and column where they
+    start, as a problem's position has them."""
     line, column = line_column(text, span[0])
-    position = {"start": span[0], "end": span[1], "line": line, "column": column}
-    return Unreadable(_feedback("unparsable", message, position=position))
+    return {"start": span[0], "end": span[1], "line": line, "column": column}
 
 
 # What only a program writes (a declaration, print, return, an attribute of a Value, an
@@ -843,7 +847,6 @@ def _undefined_at_bindings(
         span = (0, len(answer.text))
     except DomainError as error:
         reason, span = error.message, error.span or (0, len(answer.text))
-    line, column = line_column(answer.text, span[0])
     return _feedback(
         "incorrect",
         _(
@@ -851,7 +854,7 @@ def _undefined_at_bindings(
             "has a value: {reason}.",
             reason=reason,
         ),
-        position={"start": span[0], "end": span[1], "line": line, "column": column},
+        position=_position(span, answer.text),
     )
 
 

@@ -275,8 +275,19 @@ def request_costs(config: Mapping[str, Any]) -> RequestCosts:
 # An origin as a browser sends it: a scheme, a host (a name, or an IPv6 address in brackets) and
 # perhaps a port; no path, not even `/`, and nothing a pattern could read as more than itself.
 _ORIGIN = re.compile(
-    r"https?://([A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?", re.IGNORECASE
+    r"(?P<scheme>https?)://([A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*|\[[0-9A-Fa-f:.]+\])(:(?P<port>[0-9]{1,5}))?",
+    re.IGNORECASE,
 )
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _browser_sends(origin: str) -> bool:
+    """Whether a browser could send `origin` as its `Origin`: it leaves a scheme's own port out."""
+    written = _ORIGIN.fullmatch(origin)
+    if written is None or written["port"] is None:
+        return written is not None
+    port = int(written["port"])
+    return 0 < port < 65536 and port != _DEFAULT_PORTS[written["scheme"].lower()]
 
 
 def cors_origins(config: Mapping[str, Any]) -> str | list[str]:
@@ -294,11 +305,7 @@ def cors_origins(config: Mapping[str, Any]) -> str | list[str]:
     if origins == ["*"]:
         return "*"
     for origin in origins or [""]:
-        written = _ORIGIN.fullmatch(origin)
-        port = int(written[3][1:]) if written and written[3] else None
-        # a browser leaves a scheme's own port out of the origin it sends
-        default = {"http": 80, "https": 443}[origin.split(":")[0].lower()] if written else None
-        if not written or port == default or not 0 < (port or 1) < 65536:
+        if not _browser_sends(origin):
             raise ConfigurationError(
                 _(
                     "{variable} must be * or origins separated by commas, each a scheme, a host "
@@ -338,14 +345,17 @@ def _as_written(variable: str, value: Any) -> str:
     """A refused value as its variable wrote it (`1e400`, which reads as infinity), when the value
     came from there; else as Python shows it."""
     written = os.environ.get(variable)
-    if written is not None:
-        try:
-            read = json.loads(written)  # as Flask's `from_prefixed_env` reads it
-        except ValueError:
-            read = written
-        if repr(read) == repr(value):
-            return written
+    if written is not None and repr(read_variable(written)) == repr(value):
+        return written
     return repr(value)
+
+
+def read_variable(written: str) -> Any:
+    """A variable's value as Flask's `from_prefixed_env` reads it: JSON, else the text itself."""
+    try:
+        return json.loads(written)
+    except ValueError:
+        return written
 
 
 if __name__ == "__main__":

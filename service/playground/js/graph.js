@@ -17,6 +17,7 @@ const HEAD_H = 22;
 // Columns are as far apart as the longest edge label needs, within bounds.
 const COLUMN_GAP = { min: 220, max: 300 };
 const LABEL_CHAR = 7.1; // width of one character of an edge label
+const LABEL_H = 20; // a label's box, one line high
 const LABEL_LINE = 14; // from one line of a label written on two to the next
 const LABEL_CLEARANCE = 22; // between a label's text and the cards either side of it, together
 const LABEL_SPACE = 3; // between two labels in one gap, one above the other
@@ -378,11 +379,11 @@ export class GraphView {
         const mx = bezier(...xs, low);
         const my = bezier(y1, y1, y2, y2, low);
         const label = element("g", { class: "edge-label", transform: `translate(${mx} ${my})` }, labelLayer);
-        const box = element("rect", { x: "0", y: "-10", width: "0", height: "20", rx: "4" }, label);
+        const box = element("rect", { x: "0", y: String(-LABEL_H / 2), width: "0", height: String(LABEL_H), rx: "4" }, label);
         const text = element("text", { x: "0", y: "4", "text-anchor": "middle" }, label);
         // `column`: the parent's, left of which is the gap the label is in; `y`: where the
         // curve crosses that gap, and `placed`: where the label is, moved from there.
-        const edge = { group, path, label, box, text, shown: null, height: 20 };
+        const edge = { group, path, label, box, text, shown: null, height: LABEL_H };
         this.edges.set(key, { ...edge, column: x2, x: mx, y: my, placed: my });
       });
     }
@@ -504,7 +505,7 @@ export class GraphView {
       return Math.max(...lines.map((line) => Math.max(line.getComputedTextLength?.() ?? 0, line.textContent.length * 6.4))) + 12;
     });
     changed.forEach((edge, i) => {
-      edge.height = 20 + LABEL_LINE * Math.max(0, edge.text.children.length - 1);
+      edge.height = LABEL_H + LABEL_LINE * Math.max(0, edge.text.children.length - 1);
       edge.box.setAttribute("x", String(-widths[i] / 2));
       edge.box.setAttribute("y", String(-edge.height / 2));
       edge.box.setAttribute("width", String(widths[i]));
