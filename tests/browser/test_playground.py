@@ -441,7 +441,8 @@ def test_a_typed_value_moves_its_slider_and_widens_its_range(visit: Visit) -> No
 
 
 def label_overlaps(visit: Visit) -> dict[str, int]:
-    """How many shown edge labels meet a card, and how many pairs of them meet each other."""
+    """How many shown edge labels meet a card, and a derived node's expansion written under its
+    card, and how many pairs of them meet each other."""
     return visit.page.evaluate(
         """() => {
             const boxes = (selector) => [...document.querySelectorAll(selector)]
@@ -449,9 +450,11 @@ def label_overlaps(visit: Visit) -> dict[str, int]:
             const meet = (a, b) =>
                 a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
             const cards = boxes('#graph .node rect.card');
+            const expansions = boxes('#graph .card-expansion.shown');
             const labels = boxes('#graph .edge-label.shown rect');
             return {
                 cards: labels.filter((l) => cards.some((c) => meet(l, c))).length,
+                expansions: labels.filter((l) => expansions.some((e) => meet(l, e))).length,
                 labels: labels.flatMap((l, i) => labels.slice(i + 1).filter((m) => meet(l, m)))
                     .length,
             };
@@ -466,7 +469,7 @@ def test_edge_labels_grown_by_a_slider_stay_clear_of_the_cards(visit: Visit) -> 
     number.press("Enter")
     visit.until("document.querySelector('#result').textContent !== 'f = -10'")
     assert "1 × 1231.5 = 1231.5" in visit.edge_labels()
-    assert label_overlaps(visit) == {"cards": 0, "labels": 0}
+    assert label_overlaps(visit) == {"cards": 0, "expansions": 0, "labels": 0}
 
 
 def test_labels_too_long_for_a_gap_take_two_lines_and_stay_apart(visit: Visit) -> None:
@@ -485,7 +488,7 @@ def test_labels_too_long_for_a_gap_take_two_lines_and_stay_apart(visit: Visit) -
     two_lines = visit.page.locator("#graph .edge-label.shown text:has(tspan)")
     assert two_lines.count() > 0
     assert two_lines.first.locator("tspan").all_text_contents()[1].startswith("= ")
-    assert label_overlaps(visit) == {"cards": 0, "labels": 0}
+    assert label_overlaps(visit) == {"cards": 0, "expansions": 0, "labels": 0}
     visit.screenshot("long-edge-labels.png")
 
 
@@ -498,7 +501,22 @@ def test_a_product_of_huge_numbers_takes_a_line_per_factor(visit: Visit) -> None
         "texts => texts.map(t => t.querySelectorAll('tspan').length)"
     )
     assert 3 in lines
-    assert label_overlaps(visit) == {"cards": 0, "labels": 0}
+    assert label_overlaps(visit) == {"cards": 0, "expansions": 0, "labels": 0}
+
+
+@pytest.mark.parametrize("step", ["end", "4", "2"])
+def test_labels_keep_off_the_expansions_written_under_derived_nodes(
+    visit: Visit, step: str
+) -> None:
+    # The expansion of the last `-` is wider than its card and reaches into the gap where the
+    # label of its edge to `a / b` is; shown with the local derivatives, it moves that label.
+    query = {"expression": "(a + b) * c - a / b", "a": 1, "b": 1, "c": 1, "step": step}
+    visit.open("?" + urlencode(query))
+    visit.page.locator("#local").check()
+    visit.until("document.querySelectorAll('#graph .card-expansion.shown').length === 2")
+    expansions = visit.page.locator(".card-expansion.shown").all_text_contents()
+    assert "= ((a + b) * c) + ((a / b) * -1)" in expansions
+    assert label_overlaps(visit) == {"cards": 0, "expansions": 0, "labels": 0}
 
 
 def test_the_error_mark_scrolls_with_a_long_line(visit: Visit) -> None:

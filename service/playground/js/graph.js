@@ -14,6 +14,7 @@ const NUMBER_CHAR = 8.4; // width of one character of a card's number
 const EXPANSION_CHAR = 6.9; // and of a derived node's expansion under it
 const CARD_H = 66;
 const HEAD_H = 22;
+const EXPANSION_BASELINE = CARD_H + 16; // a derived node's expansion, written under its card
 // Columns are as far apart as the longest edge label needs, within bounds.
 const COLUMN_GAP = { min: 220, max: 300 };
 const LABEL_CHAR = 7.1; // width of one character of an edge label
@@ -383,7 +384,7 @@ export class GraphView {
         const text = element("text", { x: "0", y: "4", "text-anchor": "middle" }, label);
         // `column`: the parent's, left of which is the gap the label is in; `y`: where the
         // curve crosses that gap, and `placed`: where the label is, moved from there.
-        const edge = { group, path, label, box, text, shown: null, height: LABEL_H };
+        const edge = { group, path, label, box, text, shown: null, width: 0, height: LABEL_H };
         this.edges.set(key, { ...edge, column: x2, x: mx, y: my, placed: my });
       });
     }
@@ -407,10 +408,19 @@ export class GraphView {
       const gradKey = element("text", { class: "card-key grad", x: "10", y: "58" }, group);
       gradKey.textContent = "grad";
       const grad = element("text", { class: "card-grad", x: String(CARD_W - 10), y: "58", "text-anchor": "end" }, group);
-      const expansion = element("text", { class: "card-expansion", x: String(CARD_W / 2), y: String(CARD_H + 16), "text-anchor": "middle" }, group);
+      const expansion = element("text", { class: "card-expansion", x: String(CARD_W / 2), y: String(EXPANSION_BASELINE), "text-anchor": "middle" }, group);
       expansion.textContent = node.expansion ? `= ${node.expansion}` : "";
       const description = element("title", {}, group);
       return { node, group, value, grad, expansion, description, title: name.textContent };
+    });
+    // Where each derived node's expansion is written, under its card and centred on it: it may
+    // be wider than the card and reach into the gaps either side, where the labels are.
+    this.expansions = graph.nodes.filter((n) => n.expansion).map((node) => {
+      const { x, y } = position[node.id];
+      const half = ((node.expansion.length + 2) * EXPANSION_CHAR) / 2;
+      const centre = x + CARD_W / 2;
+      // its 11.5-pixel letters reach about 11 pixels above the baseline and 4 below
+      return { left: centre - half, right: centre + half, top: y + EXPANSION_BASELINE - 11, bottom: y + EXPANSION_BASELINE + 4 };
     });
 
     // Extremes by reduce, not by spreading thousands of numbers as arguments (the stack's limit).
@@ -421,12 +431,11 @@ export class GraphView {
     const ys = position.map((p) => p.y);
     for (const route of routes.values()) ys.push(...route.map((p) => p.y - CARD_H / 2));
     // A derived node's expansion, written under its card, may be wider than the card.
-    const expansions = graph.nodes.map((n) => (n.expansion ? (n.expansion.length + 2) * EXPANSION_CHAR : 0));
-    const overhang = Math.max(0, (most(expansions) - CARD_W) / 2);
+    const overhang = Math.max(0, most(this.expansions.map((e) => e.right - e.left)) - CARD_W) / 2;
     const minX = least(xs) - PAD - overhang;
     const minY = least(ys) - PAD;
     const width = most(xs) + CARD_W + PAD + overhang - minX;
-    const height = most(ys) + CARD_H + PAD + 18 - minY;
+    const height = most(ys) + EXPANSION_BASELINE + PAD + 2 - minY;
     // The cards' and edges' box; labels moved apart in a crowded gap may reach past it.
     this.box = { minX, width, top: minY, bottom: minY + height };
     this.showBox();
@@ -505,18 +514,20 @@ export class GraphView {
       return Math.max(...lines.map((line) => Math.max(line.getComputedTextLength?.() ?? 0, line.textContent.length * 6.4))) + 12;
     });
     changed.forEach((edge, i) => {
+      edge.width = widths[i];
       edge.height = LABEL_H + LABEL_LINE * Math.max(0, edge.text.children.length - 1);
       edge.box.setAttribute("x", String(-widths[i] / 2));
       edge.box.setAttribute("y", String(-edge.height / 2));
       edge.box.setAttribute("width", String(widths[i]));
       edge.box.setAttribute("height", String(edge.height));
     });
-    this.placeLabels();
+    this.placeLabels(options.local ? this.expansions : []);
   }
 
   // The labels shown in each gap, moved apart where they would overlap (two edges between the
-  // same two cards cross the gap at nearly the same height); the box grows to take them in.
-  placeLabels() {
+  // same two cards cross the gap at nearly the same height) and off the `expansions` shown that
+  // reach them; the box grows to take them in.
+  placeLabels(expansions) {
     const gaps = new Map();
     for (const edge of this.edges.values()) {
       if (!edge.shown) continue;
@@ -525,9 +536,16 @@ export class GraphView {
     }
     let [top, bottom] = [Infinity, -Infinity];
     for (const labels of gaps.values()) {
-      labels.sort((a, b) => a.y - b.y);
-      spread(labels).forEach((y, i) => {
-        const edge = labels[i];
+      // The labels of a gap are centred on one line down its middle.
+      const half = labels.reduce((widest, label) => Math.max(widest, label.width), 0) / 2;
+      const { x } = labels[0];
+      const fixed = expansions
+        .filter((e) => e.left < x + half && x - half < e.right)
+        .map((e) => ({ y: (e.top + e.bottom) / 2, height: e.bottom - e.top, fixed: true }));
+      const items = [...labels, ...fixed].sort((a, b) => a.y - b.y);
+      spread(items).forEach((y, i) => {
+        const edge = items[i];
+        if (edge.fixed) return;
         top = Math.min(top, y - edge.height / 2);
         bottom = Math.max(bottom, y + edge.height / 2);
         if (edge.placed === y) return;
@@ -539,31 +557,39 @@ export class GraphView {
   }
 }
 
-// Where labels one above the other in a gap go (`labels` by where their curves cross it, top
-// first): each where its curve crosses, unless it would overlap the one above; then the two, and
-// any more they push into, form a stack centred on where its curves cross. The gap has no cards
-// in it, so a label moved up or down meets none.
-function spread(labels) {
-  const stacks = []; // each the labels from `first` up to the next stack's first
-  labels.forEach((label, first) => {
-    // `sum`: the tops its labels ask the stack's top to be at, added up; its top is their mean.
-    let stack = { first, count: 1, size: label.height, sum: label.y - label.height / 2 };
-    stack.top = stack.sum;
+// Where labels one above the other in a gap go (`items` by where their curves cross it, top
+// first, with the expansions written there, which are `fixed`): each where its curve crosses,
+// unless it would overlap the item above; then the two, and any more they push into, form a
+// stack centred on where its curves cross, or held where its expansion is written. The gap has
+// no cards in it, so a label moved up or down meets none.
+function spread(items) {
+  const stacks = []; // each the items from `first` up to the next stack's first
+  items.forEach((item, first) => {
+    // `sum`: the tops its labels ask the stack's top to be at, added up; its top is their mean,
+    // unless it holds an expansion: `held` is then the top that leaves the expansion in place.
+    const wanted = item.y - item.height / 2;
+    let stack = { first, count: 1, size: item.height, sum: wanted, held: item.fixed ? wanted : null };
+    stack.top = wanted;
     while (stacks.length && stacks.at(-1).top + stacks.at(-1).size + LABEL_SPACE > stack.top) {
-      const above = stacks.pop();
+      const above = stacks.at(-1);
+      // Two expansions closer than a label's room: neither moves, and a label between them
+      // overlaps one (a derived node's expansion would meet another's first).
+      if (above.held !== null && stack.held !== null) break;
+      stacks.pop();
       const shift = above.size + LABEL_SPACE; // how far below the stack's top the lower ones go
       const count = above.count + stack.count;
       const sum = above.sum + stack.sum - shift * stack.count;
-      stack = { first: above.first, count, size: shift + stack.size, sum, top: sum / count };
+      const held = above.held ?? (stack.held === null ? null : stack.held - shift);
+      stack = { first: above.first, count, size: shift + stack.size, sum, held, top: held ?? sum / count };
     }
     stacks.push(stack);
   });
   const places = [];
   for (const stack of stacks) {
     let top = stack.top;
-    for (const label of labels.slice(stack.first, stack.first + stack.count)) {
-      places.push(top + label.height / 2);
-      top += label.height + LABEL_SPACE;
+    for (const item of items.slice(stack.first, stack.first + stack.count)) {
+      places.push(top + item.height / 2);
+      top += item.height + LABEL_SPACE;
     }
   }
   return places;
