@@ -941,9 +941,9 @@ def _refuse_unknown(
 # arithmetic, not code, so each may stand for the one character it looks like (the expression
 # language refuses them, with a hint).
 _TYPOGRAPHIC = str.maketrans(OPERATOR_LOOKALIKES)
-# Spaces that do not break, but not between two digits, where they group thousands (`1 000,5`):
-# there they stay, and are refused where they are.
-_SPACES = re.compile(r"(?<![0-9])[\u00a0\u2009\u202f]|[\u00a0\u2009\u202f](?![0-9])")
+# Spaces that do not break, and thin spaces: between digits they group thousands (`1 000,5`), as
+# a space does, which the grammar refuses with the number to write instead.
+_SPACES = re.compile(r"[\u00a0\u2009\u202f]")
 # A decimal comma (`0,5`), in a language that writes one: one comma between two runs of digits.
 _DECIMAL_COMMA = re.compile(r"(?<![0-9.,])([0-9]+),([0-9]+)(?![0-9.,])")
 

@@ -483,6 +483,11 @@ _NODES = {
 _AUGMENTED = {"+=": "+", "-=": "-", "*=": "*", "/=": "/"}
 # A number with its thousands grouped by commas, as English writes it (`12,345,678.5`).
 _THOUSANDS = re.compile(r"[1-9][0-9]{0,2}(,[0-9]{3})+(\.[0-9]+)?([eE][+-]?[0-9]+)?(?![0-9,.])")
+# A number with its thousands grouped by spaces, as Russian and Estonian write it (`12 345,5`,
+# read with a decimal point by then: `/v1/check` reads a learner's decimal comma as one).
+_SPACED_THOUSANDS = re.compile(
+    r"[1-9][0-9]{0,2}( [0-9]{3})+(\.[0-9]+)?([eE][+-]?[0-9]+)?(?! ?[0-9.])"
+)
 # A line end that no backslash continues (`\` then LF or CR LF, as the tokens read it).
 _LOGICAL_LINE_END = re.compile(r"(?<!\\)\r?\n(?<!\\\r\n)")
 # What Python computes exactly on integers; `/` and the functions give floats.
@@ -1685,6 +1690,19 @@ class _Expression:
             return ExpressionError("unsupported_syntax", message, previous.span)
         if token.kind == "(":
             right = "(...)"
+        if previous.kind == "number" and token.kind == "number":
+            grouped = _SPACED_THOUSANDS.match(self.text, previous.start)
+            if grouped and grouped.end() >= token.end:  # `1 000`: a thousand
+                number = grouped[0].replace(" ", "")
+                message = _("numbers are written without separators: {number}", number=number)
+                return ExpressionError("unsupported_syntax", message, grouped.span())
+            message = _(
+                "two numbers side by side: write one number without the space, or an operator "
+                "between them, as in {left}*{right}",
+                left=left,
+                right=right,
+            )
+            return ExpressionError("implicit_multiplication", message, span)
         if previous.kind == "number":
             message = _(
                 "implicit multiplication is not supported: write {left}*{right}",

@@ -148,7 +148,10 @@ def test_an_answer_is_read_as_the_learner_types_it(
     [
         ("(0,5", (0, 1), "this '(' is never closed"),
         ("\u22120,5 +", (6, 6), "the expression ends after '+'"),
-        ("1\u00a0000,5", (1, 2), "the invisible character U+00A0"),  # grouped thousands
+        # thousands grouped as Russian typography groups them
+        ("1\u00a0000,5", (0, 7), "without separators: 1000.5"),
+        ("12\u202f345", (0, 6), "without separators: 12345"),
+        ("2 2", (0, 3), "two numbers side by side"),
     ],
 )
 def test_an_answer_unreadable_even_in_plain_characters_is_told_its_own_mistake(

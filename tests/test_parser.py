@@ -238,6 +238,27 @@ def test_a_comma_in_a_number_gets_the_hint_for_what_it_can_mean(
 
 
 @pytest.mark.parametrize(
+    ("text", "hint", "span"),
+    [
+        ("1 000", "numbers are written without separators: 1000", (0, 5)),
+        ("x * 12 345.5 + 1", "numbers are written without separators: 12345.5", (4, 12)),
+        ("1 000 000", "numbers are written without separators: 1000000", (0, 9)),
+        ("2 2", "one number without the space, or an operator between them, as in 2*2", (0, 3)),
+        ("1 000 00", "or an operator between them, as in 1*000", (0, 5)),
+        ("0 000", "or an operator between them, as in 0*000", (0, 5)),
+    ],
+)  # fmt: skip
+def test_numbers_side_by_side_get_the_hint_for_what_they_can_mean(
+    text: str, hint: str, span: tuple[int, int]
+) -> None:
+    # Thousands grouped by spaces, as Russian and Estonian write them, are not a product.
+    with pytest.raises(ExpressionError) as raised:
+        parse(text)
+    assert raised.value.message.endswith(hint)
+    assert raised.value.span == span
+
+
+@pytest.mark.parametrize(
     ("text", "written", "span"),
     [("x.relu() y", "x.relu()*y", (0, 10)), ("q = (a * b).exp() c", "(a * b).exp()*c", (4, 19))],
 )
