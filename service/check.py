@@ -188,6 +188,10 @@ def _wrong_locals(nodes: list[dict[str, Any]], node: dict[str, Any], k: int) -> 
         exponent = node["exponent"]
         wrong.append(_safe(lambda: exponent * x**exponent))  # the exponent not lowered
         wrong.append(_safe(lambda: x ** (exponent - 1)))  # the factor k forgotten
+    if node["op"] == "/" and k == 1:  # d(a / b)/db = -a / b**2, the power rule on b**-1
+        numerator = nodes[node["children"][0]]["value"]
+        wrong.append(_safe(lambda: -numerator / x))  # the exponent not lowered
+        wrong.append(_safe(lambda: -1.0 / (x * x)))  # the numerator left out
     if node["op"] == "tanh":
         wrong.append(1.0 - x * x)  # 1 - a**2 rather than 1 - tanh(a)**2
     return wrong
@@ -418,9 +422,13 @@ def judge(
     points = range(len(answers))
     if all(tolerance.accepts(answers[j], expected[j]) for j in points):
         return _correct()
-    # The slips that fit at the first point, then those that fit at every point.
+    # The slips that fit at the first point, then those that fit at every point. An answer of 0
+    # is none of them: a slip that comes to 0 (one of two equal contributions with its sign
+    # flipped, in `a*a`) would name a mistake the learner shows no sign of.
     accepts, first = tolerance.accepts, answers[0]
     fitting = [i for i, value in enumerate(predicted[0]) if accepts(first, value)]
+    if all(answer == 0 for answer in answers):
+        fitting = []
     for i in fitting:
         if not all(accepts(answers[j], predicted[j][i]) for j in points):
             continue
@@ -616,17 +624,15 @@ def read_number(answer: Any) -> float:
             raise _not_a_number(_("words")) from None
         raise
     if parsed.variables:
-        raise Unreadable(
-            _feedback(
-                "not_a_number",
-                _n(
-                    "The answer must be a number, but it contains the variable {names}.",
-                    "The answer must be a number, but it contains the variables {names}.",
-                    len(parsed.variables),
-                    names=", ".join(parsed.variables),
-                ),
-            )
+        message = _n(
+            "The answer must be a number, but it contains the variable {names}.",
+            "The answer must be a number, but it contains the variables {names}.",
+            len(parsed.variables),
+            names=", ".join(parsed.variables),
         )
+        first = parsed.first_use(parsed.variable_set)  # where the answer names one first
+        where = {} if first is None else {"position": _position(first, answer)}
+        raise Unreadable(_feedback("not_a_number", message, **where))
     return parsed.root.value
 
 

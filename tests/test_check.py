@@ -48,6 +48,11 @@ MISTAKES = [
     ("(a + b) * c", {"a": 2, "b": -3, "c": 10}, "gradients.a", -1, "wrong_local_derivative"),
     ("(a + b) * c", {"a": 2, "b": -3, "c": 10}, "gradients.a", -10, "wrong_sign"),
     ("a / b", {"a": 3, "b": 2}, "gradients.a", 2, "wrong_local_derivative"),  # b, not 1/b
+    ("a / b", {"a": 3, "b": 2}, "gradients.b", -1.5, "wrong_local_derivative"),  # -a/b
+    ("a / b", {"a": 3, "b": 2}, "gradients.b", -0.25, "wrong_local_derivative"),  # -1/b**2
+    ("a / b", {"a": 3, "b": 2}, "gradients.b", 0.75, "wrong_sign"),
+    ("a * a", {"a": 3}, "gradients.a", 0, "incorrect"),  # not a sign flipped on one of two uses
+    ("a * a", {"a": 3}, "gradients.a", -6, "wrong_sign"),
     ("a ** 3", {"a": 2}, "gradients.a", 24, "wrong_local_derivative"),  # k * a ** k
     ("a ** 3", {"a": 2}, "gradients.a", 4, "wrong_local_derivative"),  # a ** (k - 1)
     ("log(a) * 2", {"a": 4}, "gradients.a", 2, "wrong_local_derivative"),  # 1 through log
@@ -1107,13 +1112,17 @@ def test_a_reassigned_names_node_is_named_by_what_it_computes() -> None:
 
 
 @pytest.mark.parametrize(
-    ("answer", "names"), [("a + b", "the variables a, b"), ("2 * a", "the variable a")]
+    ("answer", "names", "first"),
+    [("a + b", "the variables a, b", (0, 1)), ("2 * (a)", "the variable a", (5, 6))],
 )
-def test_a_number_asked_for_names_its_variables(answer: str, names: str) -> None:
+def test_a_number_asked_for_names_its_variables_and_where(
+    answer: str, names: str, first: tuple[int, int]
+) -> None:
     result = feedback("a * b", {"a": 1, "b": 2}, {"value": answer}, "value")
     assert result["feedback"] == {
         "code": "not_a_number",
         "message": f"The answer must be a number, but it contains {names}.",
+        "position": at(*first),
     }
 
 
