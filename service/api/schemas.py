@@ -917,8 +917,8 @@ class FeedbackSchema(Schema):
     message = _out(fields.String, "A sentence for the learner, in the response's language.")
     position = _problem(
         fields.Nested,
-        "Unparsable answers, and a formula that cannot be computed at the bindings: where in "
-        "the answer text.",
+        "Where in the answer text: the fault of an unparsable answer, the first variable of a "
+        "`not_a_number` one, the part of a formula that cannot be computed at the bindings.",
         PositionSchema,
     )
 
