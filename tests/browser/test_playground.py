@@ -276,6 +276,59 @@ def test_phone_width_has_no_sideways_scroll(visit: Visit) -> None:
     visit.screenshot("playground-phone.png", full_page=True)
 
 
+@pytest.mark.viewport(390, 844)
+def test_at_phone_width_stepping_brings_the_step_into_sight(visit: Visit) -> None:
+    # The graph is wider than a phone: its frame scrolls, and the output is off to the right.
+    visit.open(f"{LESSON}&step=0")
+    frame = visit.page.locator("#graph-frame")
+    assert frame.evaluate("f => f.scrollWidth > f.clientWidth && f.scrollLeft === 0")
+
+    def in_sight(title: str) -> bool:
+        card, seen = visit.card(title).bounding_box(), frame.bounding_box()
+        return seen["x"] <= card["x"] and card["x"] + card["width"] <= seen["x"] + seen["width"]
+
+    assert not in_sight("(a+b)*c")
+    visit.page.locator("#step-forward").click()  # the output sends its gradient
+    visit.until("new URLSearchParams(location.search).get('step') === '1'")
+    visit.until("document.querySelector('#graph-frame').scrollLeft > 0")
+    assert in_sight("(a+b)*c")
+    visit.page.locator("#step-forward").click()
+    visit.until("new URLSearchParams(location.search).get('step') === '2'")
+    visit.until("document.querySelector('#graph-frame').scrollLeft === 0")
+    assert in_sight("c")
+
+
+def test_a_long_name_is_shortened_to_fit_its_card(visit: Visit) -> None:
+    names = {"my_long_variable_name": 3, "another_long_name": 4}
+    visit.open("?" + urlencode({"expression": " * ".join(names), **names}))
+    heads = visit.page.eval_on_selector_all(
+        "#graph .node.variable",
+        """cards => cards.map((card) => {
+            const box = (selector) => card.querySelector(selector).getBoundingClientRect();
+            const [rect, title, tag] = [box('rect.card'), box('.card-title'), box('.card-tag')];
+            return {
+                title: card.querySelector('.card-title').textContent,
+                description: card.querySelector('title').textContent,
+                inside: title.left >= rect.left && title.right <= rect.right,
+                clear: tag.width === 0 || title.right <= tag.left,
+            };
+        })""",
+    )
+    assert [head["title"] for head in heads] == ["my_long_vari…", "another_long…"]
+    assert all(head["inside"] and head["clear"] for head in heads), heads
+    assert heads[0]["description"].startswith("my_long_variable_name: value 3")
+
+
+def test_a_text_that_does_not_parse_leaves_the_last_graph_titled_as_it_was(visit: Visit) -> None:
+    visit.open(LESSON)
+    visit.page.locator("#expression").fill("a +")
+    visit.until("document.querySelector('#graph-frame').classList.contains('stale')")
+    visit.page.locator("[data-lang=ru]").click()  # the cards are drawn again, in Russian
+    visit.until("document.querySelector('#graph .card-tag').textContent === 'вход'")
+    titles = visit.page.eval_on_selector_all(".card-title", "ts => ts.map(t => t.textContent)")
+    assert titles == ["a", "b", "(a+b)", "c", "(a+b)*c"]
+
+
 def test_presets_cover_the_lessons(visit: Visit) -> None:
     visit.open()
     options = visit.page.eval_on_selector_all("#preset option", "o => o.map(x => x.value)")

@@ -243,7 +243,17 @@ function ports(nodes, position, routes) {
   return { enter, leave };
 }
 
-const TITLE_ROOM = 16; // characters a card's head holds: its title and its corner tag
+// A card's head: its title from the left, its corner tag at the right, each as wide as its
+// characters (the title's 13-pixel monospace, the tag's 10-pixel italics).
+const TITLE_CHAR = 7.85;
+const TAG_CHAR = 5.2;
+const HEAD_ROOM = CARD_W - 18; // from the title's start to the tag's end
+const HEAD_GAP = 3; // between the two
+
+function headFits(titleText, tagText) {
+  const tagWidth = tagText ? HEAD_GAP + tagText.length * TAG_CHAR : 0;
+  return titleText.length * TITLE_CHAR + tagWidth <= HEAD_ROOM;
+}
 
 // A card's title: the node's name, else the source text it stands for (as the lessons say
 // "(a+b)"), else its operator.
@@ -255,22 +265,32 @@ function title(node, source, owner) {
     return node.label;
   }
   const text = Array.from(source).slice(node.span[0], node.span[1]).join("").replace(/\s+/g, " ");
-  const room = TITLE_ROOM - (node.derived ? "derived".length + 1 : 0);
-  // Text across statements (it holds `=`) or no text at all says less than the operator.
-  const readable = text.trim() !== "" && text.length <= room && !text.includes("=");
+  // Text across statements (it holds `=`), no text at all or text too long for the head says
+  // less than the operator.
+  const readable = text.trim() !== "" && headFits(text, node.derived ? "derived" : "") && !text.includes("=");
   return readable ? text : node.label;
 }
 
 // The corner tag: what kind of leaf, whether an operation is derived, or which operation it is
-// when the title does not already show it.
+// when the title does not already show it. A leaf's tag gives way to a long name (the head's
+// colour says what kind of leaf it is); "derived" never does, and the title is shortened instead.
 // "const" and "derived", like the cards' "value" and "grad", are the lessons' own English terms in
 // every language; an input is named in the page's language, as the lessons speak of it.
 function tag(node, titleText) {
-  if (node.kind === "constant") return "const";
-  if (node.kind === "variable") return t("variable");
   if (node.derived) return "derived";
+  const word = node.kind === "constant" ? "const" : node.kind === "variable" ? t("variable") : null;
+  if (word !== null) return headFits(titleText, word) ? word : "";
   const op = node.op === "**" && node.exponent !== null ? `**${node.exponent}` : node.label;
-  return titleText.length + op.length + 5 <= TITLE_ROOM ? op : "";
+  return titleText !== op && headFits(titleText, op) ? op : "";
+}
+
+// The title as the head shows it beside `tagText`: a name too long for it ends in "…" (the
+// card's description, which a pointer or a screen reader reads, has it whole).
+function shown(titleText, tagText) {
+  if (headFits(titleText, tagText)) return titleText;
+  const tagWidth = tagText ? HEAD_GAP + tagText.length * TAG_CHAR : 0;
+  const characters = Math.floor((HEAD_ROOM - tagWidth) / TITLE_CHAR) - 1;
+  return `${Array.from(titleText).slice(0, characters).join("")}…`;
 }
 
 // A card's number, squeezed into its room when it is too long for it.
@@ -306,6 +326,9 @@ export class GraphView {
     this.svg = svg;
     this.frame = frame;
     this.signature = null;
+    this.graph = null;
+    this.source = ""; // the text the graph was drawn from
+    this.followed = null; // the moment whose nodes `follow` last brought into sight
     this.gap = 0;
     this.cards = [];
     this.edges = new Map();
@@ -327,6 +350,8 @@ export class GraphView {
     if (same && wanted <= this.gap) return false;
     this.signature = signature;
     this.graph = graph;
+    this.source = source;
+    this.followed = null;
     this.gap = same ? Math.max(wanted, this.gap) : wanted; // never narrower while a slider moves
     const { position, gap, routes } = layout(graph, this.gap);
     const { enter, leave } = ports(graph.nodes, position, routes);
@@ -399,9 +424,10 @@ export class GraphView {
       element("rect", { class: "card", width: CARD_W, height: CARD_H, rx: "8" }, group);
       element("path", { class: "card-head", d: `M 0 8 a 8 8 0 0 1 8 -8 h ${CARD_W - 16} a 8 8 0 0 1 8 8 v ${HEAD_H - 8} h ${-CARD_W} z` }, group);
       const name = element("text", { class: "card-title", x: "10", y: "15.5" }, group);
-      name.textContent = title(node, source, owner);
+      const full = title(node, source, owner);
       const badge = element("text", { class: "card-tag", x: String(CARD_W - 8), y: "15", "text-anchor": "end" }, group);
-      badge.textContent = tag(node, name.textContent);
+      badge.textContent = tag(node, full);
+      name.textContent = shown(full, badge.textContent);
       const valueKey = element("text", { class: "card-key", x: "10", y: "40" }, group);
       valueKey.textContent = "value";
       const value = element("text", { class: "card-value", x: String(CARD_W - 10), y: "40", "text-anchor": "end" }, group);
@@ -411,7 +437,7 @@ export class GraphView {
       const expansion = element("text", { class: "card-expansion", x: String(CARD_W / 2), y: String(EXPANSION_BASELINE), "text-anchor": "middle" }, group);
       expansion.textContent = node.expansion ? `= ${node.expansion}` : "";
       const description = element("title", {}, group);
-      return { node, group, value, grad, expansion, description, title: name.textContent };
+      return { node, group, value, grad, expansion, description, title: full };
     });
     // Where each derived node's expansion is written, under its card and centred on it: it may
     // be wider than the card and reach into the gaps either side, where the labels are.
@@ -440,6 +466,12 @@ export class GraphView {
     this.box = { minX, width, top: minY, bottom: minY + height };
     this.showBox();
     return true;
+  }
+
+  // The graph drawn again with the text it was drawn from, which may no longer be the editor's
+  // (a text that does not parse leaves the last graph shown): the page's language changed.
+  redraw() {
+    if (this.graph) this.draw(this.graph, this.source);
   }
 
   // The box takes in labels from `top` to `bottom`. It only grows until the next layout, so
@@ -522,6 +554,28 @@ export class GraphView {
       edge.box.setAttribute("height", String(edge.height));
     });
     this.placeLabels(options.local ? this.expansions : []);
+    this.follow(view.activeNodes);
+  }
+
+  // Where the frame scrolls sideways (a phone, a graph wider than the page), the nodes of a new
+  // moment are brought into sight: by as little scrolling as shows them, or centred when they
+  // are wider than the frame. A moment shown again (a slider moved) leaves the frame where the
+  // reader scrolled it.
+  follow(active) {
+    const moment = [...active].join();
+    if (moment === this.followed) return;
+    this.followed = moment;
+    const frame = this.frame;
+    if (!active.size || frame.scrollWidth <= frame.clientWidth) return;
+    const start = frame.getBoundingClientRect().left;
+    let [left, right] = [Infinity, -Infinity];
+    for (const id of active) {
+      const box = this.cards[id]?.group.getBoundingClientRect();
+      if (!box) continue;
+      left = Math.min(left, box.left - start);
+      right = Math.max(right, box.right - start);
+    }
+    if (left < right) frame.scrollBy(scrolling(left, right, frame.clientWidth), 0);
   }
 
   // The labels shown in each gap, moved apart where they would overlap (two edges between the
@@ -555,6 +609,16 @@ export class GraphView {
     }
     this.growBox(top, bottom);
   }
+}
+
+// How far to scroll a frame `size` long so that from `start` to `end` (from its visible start)
+// is in sight, with a little room: as little as does it, or to their middle when they do not fit.
+function scrolling(start, end, size) {
+  const room = 12;
+  if (end - start + 2 * room > size) return (start + end - size) / 2;
+  if (start < room) return start - room;
+  if (end > size - room) return end - size + room;
+  return 0;
 }
 
 // Where labels one above the other in a gap go (`items` by where their curves cross it, top

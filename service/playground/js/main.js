@@ -364,7 +364,7 @@ function applyLanguage(lang) {
   sliders.relabel();
   $("predict-results").replaceChildren();
   if (evaluation) {
-    graph.draw(evaluation.graph, state.expression); // the cards' tags name inputs in the language
+    graph.redraw(); // the cards' tags name inputs in the language
     render();
   }
 }
