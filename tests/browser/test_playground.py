@@ -190,6 +190,24 @@ def test_a_link_whose_text_cannot_be_read_says_where_the_graph_will_be(visit: Vi
     assert visit.page.locator("#graph .node").count() == 0
 
 
+def test_a_text_being_typed_is_kept_in_the_url_with_its_values(visit: Visit) -> None:
+    visit.open("?expression=a*b&a=7&b=8")
+    program = "x = Value(3.0)\ny = x * a +\nz = y * b"  # a mistake on line 2, mid-edit
+    visit.page.locator("#expression").fill(program)
+    visit.until("document.querySelector('#expression-message').textContent !== ''")
+    visit.until(f"new URLSearchParams(location.search).get('expression') === {program!r}")
+    assert visit.page.evaluate("new URLSearchParams(location.search).get('a')") == "7"
+    assert visit.page.evaluate("new URLSearchParams(location.search).get('b')") == "8"
+    visit.page.reload()
+    visit.until("document.querySelector('#expression-message').textContent !== ''")
+    assert visit.page.locator("#expression").input_value() == program
+    # A link to a text that does not parse keeps its values too, for when it is put right.
+    visit.page.goto(f"{visit.base_url}/?" + urlencode({"expression": "a ** b", "a": 1.5, "b": 2}))
+    visit.until("document.querySelector('#expression-message').textContent !== ''")
+    visit.page.locator("#expression").fill("a ** 2 + b")
+    visit.until("document.querySelector('#result').textContent === 'f = 4.25'")
+
+
 def test_a_link_whose_values_cannot_be_computed_shows_the_graph_the_text_builds(
     visit: Visit,
 ) -> None:

@@ -32,6 +32,7 @@ const editor = new Editor($("expression"), document.querySelector(".editor-mirro
   state.expression = text;
   state.step = 0;
   syncPreset();
+  saveUrl(); // the text as typed, whether or not it parses: reloading the page keeps it
   parse();
 });
 const graph = new GraphView($("graph"), $("graph-frame"));
@@ -63,11 +64,20 @@ const panels = new Panels({
 
 // ---- the URL ------------------------------------------------------------------------------
 
+// The inputs whose values the URL keeps: the text's own once the service has read it; until
+// then (a text being typed, a link to one that does not parse) every name the text mentions
+// that has a value, so that a link keeps them through a mistake.
+function urlInputs() {
+  if (shape?.expression === state.expression) return variables;
+  const mentioned = new Set(state.expression.match(/[A-Za-z_][A-Za-z0-9_]*/g));
+  return Object.keys(state.bindings).filter((name) => mentioned.has(name));
+}
+
 let urlTimer = null;
 function saveUrl() {
   clearTimeout(urlTimer);
   urlTimer = setTimeout(() => {
-    let query = writeState(state, variables);
+    let query = writeState(state, urlInputs());
     // Too long to open again: the page's own address, in the page's language, rather than a
     // link that cannot be followed.
     if (window.location.pathname.length + query.length > URL_LIMIT) query = `?lang=${state.lang}`;
