@@ -1882,12 +1882,12 @@ def _unknown_function(token: Token, opening: Token) -> ExpressionError:
 def _variable_exponent(left: Node, exponent: Span) -> ExpressionError:
     if left.is_constant:
         message = _(
-            "the exponent must be a constant: this engine's `**` differentiates only the base, "
+            "the exponent must be a constant: this engine's '**' differentiates only the base, "
             "so a variable exponent would silently get a zero gradient"
         )
     else:
         message = _(
-            "the exponent must be a constant: this engine's `**` differentiates only the base, "
+            "the exponent must be a constant: this engine's '**' differentiates only the base, "
             "so a variable exponent would silently get a zero gradient; write "
             "exp(log(base) * exponent) instead"
         )

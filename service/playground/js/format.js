@@ -1,5 +1,6 @@
-// Numbers as a learner reads them: whole numbers exactly, others to four decimals, huge and tiny
-// ones in exponent form; a plain hyphen-minus, so a value can be copied back into the editor.
+// Numbers as a learner reads them: whole numbers exactly, others to four decimals, or four
+// significant digits below 1 (0.001234 keeps its digits); huge and tiny ones in exponent form; a
+// plain hyphen-minus, so a value can be copied back into the editor.
 
 export function formatNumber(value) {
   if (value === null || value === undefined || Number.isNaN(value)) return "--";
@@ -10,7 +11,7 @@ export function formatNumber(value) {
     return value.toExponential(3).replace(/\.?0+e/, "e");
   }
   if (Number.isInteger(value)) return String(value);
-  const rounded = Number.parseFloat(value.toFixed(4));
+  const rounded = Number.parseFloat(magnitude < 1 ? value.toPrecision(4) : value.toFixed(4));
   return Object.is(rounded, -0) ? "0" : String(rounded);
 }
 
