@@ -110,6 +110,10 @@ def test_the_step_in_a_link_is_the_pass_after_that_step(visit: Visit) -> None:
     assert sorted(visit.edge_labels()) == ["1 × -1 = -1", "1 × 10 = 10"]
     visit.page.locator("#final").check()
     assert visit.grads() == {"a": "10", "b": "10", "(a+b)": "10", "c": "-1", "(a+b)*c": "1"}
+    # A step past the pass's end is its end, and the address says the step shown.
+    visit.open(f"{LESSON}&step=99")
+    assert visit.page.locator("#step-count").text_content() == "step 5 of 5"
+    visit.until("new URLSearchParams(location.search).get('step') === '5'")
 
 
 def test_play_runs_forward_then_backward_from_the_keyboard(visit: Visit) -> None:
@@ -216,14 +220,19 @@ def test_a_link_whose_values_cannot_be_computed_shows_the_graph_the_text_builds(
     visit.until("document.querySelector('#caption').textContent !== ''")
     assert visit.grads() == {"1": "--", "a": "--", "b": "--", "1/a": "--", "1/a + b": "--"}
     assert visit.value("1/a + b") == "--"
+    assert (visit.value("a"), visit.value("b")) == ("0", "2")  # the inputs' values are known
     assert "division by zero" in (visit.page.locator("#expression-message").text_content() or "")
     assert "cannot be computed" in (visit.page.locator("#caption").text_content() or "")
+    # No pass to play; the panels speak for themselves: a field for each input's prediction.
+    assert visit.page.locator("#play").is_disabled()
+    assert visit.page.locator("#predict-fields input").count() == 2
     # At an input where it can be computed, the numbers come.
     number = visit.page.locator("#sliders .slider-number").first
     number.fill("0.5")
     number.press("Enter")
     visit.until("document.querySelector('#result').textContent === 'f = 4'")
     assert visit.value("1/a") == "2"
+    assert visit.page.locator("#play").is_enabled()
     assert [error for error in visit.errors if "status of 422" not in error] == []
 
 

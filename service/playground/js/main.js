@@ -187,11 +187,22 @@ function showShape() {
     document?.expression === state.expression && document?.granularity === state.granularity;
   if (!current(shape) || current(evaluation)) return;
   evaluation = null;
+  stop();
   graph.draw(shape.graph, state.expression);
-  const unknown = shape.graph.nodes.map(() => "--");
+  // The inputs have their values; what is computed from them has none.
+  const known = (node) => (node.kind === "variable" ? state.bindings[node.name ?? node.label] : null);
+  const values = shape.graph.nodes.map((node) => formatNumber(known(node)));
+  const grads = shape.graph.nodes.map(() => "--");
   const none = { labels: new Map(), locals: new Map(), activeNodes: new Set(), activeEdges: new Set() };
-  graph.show({ values: unknown, grads: unknown, ...none }, { local: false });
+  graph.show({ values, grads, ...none }, { local: false });
   $("caption").textContent = t("noValues");
+  transport(false); // no pass to step through
+  panels.update(panelContext(), 0); // each panel says what its endpoint makes of these inputs
+}
+
+// The pass's controls, usable only while a pass is shown.
+function transport(usable) {
+  for (const id of ["play", "step-back", "step-forward", "timeline"]) $(id).disabled = !usable;
 }
 
 let evaluating = false;
@@ -266,6 +277,8 @@ function render() {
   if (!evaluation) return;
   const count = stepCount(evaluation, state.pass);
   const step = clampStep(evaluation, state.pass, state.step);
+  if (state.step !== "end" && state.step !== step) state.step = step; // `step=99` in a link
+  transport(true);
   const timeline = $("timeline");
   timeline.max = String(count);
   timeline.value = String(step);
