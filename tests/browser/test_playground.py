@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from typing import Any
 from urllib.parse import urlencode
 
 import pytest
@@ -288,6 +289,18 @@ def test_switching_language(visit: Visit, lang: str, title: str, steps: str, lea
     assert visit.page.locator("h1").text_content() == title
 
 
+def test_a_touch_screen_is_not_told_which_keys_to_press(browser: Any, base_url: str) -> None:
+    for touch, keys in [(True, False), (False, True)]:
+        context = browser.new_context(
+            viewport={"width": 390, "height": 844}, has_touch=touch, is_mobile=touch
+        )
+        page = context.new_page()
+        page.goto(f"{base_url}/{LESSON}")
+        page.wait_for_selector("#graph .node", timeout=15_000)
+        assert ("Keys:" in page.locator(".legend").inner_text()) == keys
+        context.close()
+
+
 @pytest.mark.viewport(390, 844)
 def test_phone_width_has_no_sideways_scroll(visit: Visit) -> None:
     visit.open(f"{LESSON}&step=end")
@@ -428,6 +441,22 @@ def test_predict_first_marks_the_learners_gradients_in_their_language(visit: Vis
     assert classes == ["verdict correct", "verdict incorrect", "verdict incorrect"]
     assert "abc" in (verdicts.nth(2).locator(".feedback").text_content() or "")
     assert visit.page.locator(".score").text_content() == "Результат: 33%"
+    # In another language the same verdicts are given again, in it.
+    visit.page.locator("[data-lang=et]").click()
+    visit.until("document.querySelector('.score')?.textContent.startsWith('Tulemus')")
+    assert verdicts.evaluate_all("items => items.map(i => i.className)") == classes
+    assert fields.nth(2).input_value() == "abc"
+
+
+def test_the_panels_tabs_follow_the_arrow_home_and_end_keys(visit: Visit) -> None:
+    visit.open(LESSON)
+    visit.page.get_by_role("tab", name="Predict first").focus()
+    selected = "document.querySelector('[role=tab][aria-selected=true]').dataset.panel"
+    for key, panel in [("ArrowRight", "plot"), ("End", "derivatives"), ("ArrowRight", "predict"),
+                       ("ArrowLeft", "derivatives"), ("Home", "predict")]:  # fmt: skip
+        visit.page.keyboard.press(key)
+        assert visit.page.evaluate(selected) == panel, key
+        assert visit.page.evaluate("document.activeElement.dataset.panel") == panel
 
 
 def test_a_panel_whose_endpoint_fails_says_so_and_the_page_goes_on(visit: Visit) -> None:

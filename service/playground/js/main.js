@@ -383,9 +383,11 @@ function applyLanguage(lang) {
   }
   $("play").textContent = t(playing ? "pause" : "play");
   $("legend").textContent = t("legend");
+  $("legend-keys").textContent = t("legendKeys");
   renderPresets();
   sliders.relabel();
-  $("predict-results").replaceChildren();
+  // Verdicts already given are given again, in the new language.
+  if ($("predict-results").childElementCount) panels.check(panelContext());
   if (evaluation) {
     graph.redraw(); // the cards' tags name inputs in the language
     render();
@@ -471,10 +473,11 @@ const tabs = [...document.querySelectorAll("[role=tab]")];
 for (const tab of tabs) {
   tab.addEventListener("click", () => selectPanel(tab.dataset.panel));
   tab.addEventListener("keydown", (event) => {
-    const move = { ArrowRight: 1, ArrowLeft: -1 }[event.key];
-    if (!move) return;
-    const next = tabs[(tabs.indexOf(tab) + move + tabs.length) % tabs.length];
-    selectPanel(next.dataset.panel, true);
+    const index = tabs.indexOf(tab);
+    const to = { ArrowRight: index + 1, ArrowLeft: index - 1, Home: 0, End: tabs.length - 1 }[event.key];
+    if (to === undefined) return;
+    event.preventDefault(); // Home and End would scroll the page
+    selectPanel(tabs[(to + tabs.length) % tabs.length].dataset.panel, true);
   });
 }
 $("plot-variable").addEventListener("change", (event) => {
