@@ -147,6 +147,7 @@ class Mistake:
     node: int | None = None  # the node the feedback names
     operand: int | None = None  # and the operand, for a wrong local derivative or sign
     count: int = 0  # how many contributions the node receives, for one path only
+    left_out: bool = False  # one path only: every contribution but one counted, not only one
 
 
 _AUGMENTED_STATEMENT = re.compile(r"([A-Za-z_]\w*) ?([-+*/])= ?(.+)")
@@ -245,10 +246,16 @@ class Mistakes:
                     for w in _wrong_locals(nodes, node, k)
                 ]
         for node, contributions in sorted(incoming.items()):
-            if len(contributions) > 1:
+            count = len(contributions)
+            if count > 1:
                 total = nodes[node]["grad"]
                 found += [
-                    Mistake("one_path_only", c - total, node, node, count=len(contributions))
+                    Mistake("one_path_only", c - total, node, node, count=count)
+                    for c in contributions
+                ]
+            if count > 2:  # `a * a * a` answered 2a·a, one use of three forgotten
+                found += [
+                    Mistake("one_path_only", -c, node, node, count=count, left_out=True)
                     for c in contributions
                 ]
         return found
@@ -275,7 +282,7 @@ class Mistakes:
 
     def message(self, index: int) -> Message:
         mistake = self.all[index]
-        about: dict[str, Any] = {"count": mistake.count}
+        about: dict[str, Any] = {"count": mistake.count, "left_out": mistake.left_out}
         for role in ("node", "operand"):
             at = getattr(mistake, role)
             if at is not None:
@@ -314,6 +321,15 @@ def _mistake_message(code: str, about: Mapping[str, Any]) -> Message:
         return _(
             "The magnitude is right but the sign is wrong: look for a negative local derivative "
             "in the backward pass, such as the -1 of a subtraction or a negative operand."
+        )
+    if code == "one_path_only" and about.get("left_out"):
+        return _n(
+            "{node} is used {count} time, and the contributions from every use add up "
+            "(the += of the backward pass); this answer leaves one of them out.",
+            "{node} is used {count} times, and the contributions from every use add up "
+            "(the += of the backward pass); this answer leaves one of them out.",
+            about["count"],
+            node=about["node"],
         )
     if code == "one_path_only":
         return _n(

@@ -42,6 +42,7 @@ MISTAKES = [
     ("(a + b) * a", {"a": 3, "b": 4}, "gradients.a", 7, "one_path_only"),
     ("(a * a) * c", {"a": 3, "c": 2}, "gradients.a", 6, "one_path_only"),  # upstream of a
     ("a * a * a", {"a": 2}, "gradients.a", 4, "one_path_only"),  # one path of three
+    ("a * a * a", {"a": 2}, "gradients.a", 8, "one_path_only"),  # one path of three left out
     # multiplied by the wrong local derivative
     ("a * b", {"a": 3, "b": 4}, "gradients.a", 3, "wrong_local_derivative"),  # own value
     # d((a + b) * c)/d(a + b) taken as a + b itself
@@ -850,14 +851,16 @@ def test_feedback_on_a_node_left_behind_names_nodes_by_their_text() -> None:
 
 
 def test_feedback_names_a_declared_input_by_its_name_not_its_declaration() -> None:
-    # The gradient is 2x + 1 = 5; an answer of 4 is a slip on the path through x*x, and the
-    # sentence about it names the input x, not its declaration `Value(2.0)`.
+    # The gradient is 2x + 1 = 5: an answer of 4 leaves out the use of x in `+ x`, and one of
+    # 6 multiplies what y sends to x by x, not 1; the sentences name the input x, not its
+    # declaration `Value(2.0)`.
     program = "x = Value(2.0)\ny = x*x + x\ny.backward()"
-    document = check(EVALUATOR, program, {}, {"gradients": {"x": 4}})
-    [result] = [r for r in document["results"] if r["item"] == "gradients.x"]
-    message = result["feedback"]["message"]
-    assert "Value(" not in message
-    assert "sent to x " in message
+    for answer, named in [(4, "x is used 3 times"), (6, "sent to x ")]:
+        document = check(EVALUATOR, program, {}, {"gradients": {"x": answer}})
+        [result] = [r for r in document["results"] if r["item"] == "gradients.x"]
+        message = result["feedback"]["message"]
+        assert "Value(" not in message
+        assert named in message
 
 
 def test_a_name_reassigned_after_a_later_node_still_means_its_last_assignment() -> None:
@@ -1109,6 +1112,19 @@ def test_a_reassigned_names_node_is_named_by_what_it_computes() -> None:
     document = check(EVALUATOR, program, {"a": 2, "b": 3, "c": 4}, {"nodes": {"3": 1}})
     [result] = [r for r in document["results"] if r["item"] == "nodes.3"]
     assert result["feedback"]["message"].startswith("s + a is used 2 times"), result
+
+
+@pytest.mark.parametrize(
+    ("answer", "says"), [(4, "counts only one of them"), (8, "leaves one of them out")]
+)
+def test_one_path_only_says_whether_one_use_or_all_but_one_were_counted(
+    answer: float, says: str
+) -> None:
+    result = feedback("a * a * a", {"a": 2}, {"gradients": {"a": answer}}, "gradients.a")
+    assert result["feedback"]["message"] == (
+        f"a is used 3 times, and the contributions from every use add up (the += of the "
+        f"backward pass); this answer {says}."
+    )
 
 
 @pytest.mark.parametrize(
