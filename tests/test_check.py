@@ -1167,8 +1167,20 @@ def test_a_formula_close_to_the_derivative_is_not_told_to_round_less() -> None:
     assert "round less" not in result["feedback"]["message"]
 
 
-def test_the_derivatives_value_where_its_formula_is_asked_for() -> None:
-    result = feedback("a * a", {"a": 3}, {"derivatives": {"a": "6"}}, "derivatives.a")
+@pytest.mark.parametrize(
+    ("expression", "bindings", "value"),
+    [
+        ("a * a", {"a": 3}, 6),
+        # 1 there, as a gradient passed through unchanged would be: still the value
+        ("a * b", {"a": 2, "b": 1}, 1),
+        ("a * b + a", {"a": 2, "b": -2}, -1),
+    ],
+)
+def test_the_derivatives_value_where_its_formula_is_asked_for(
+    expression: str, bindings: dict[str, float], value: float
+) -> None:
+    answers = {"derivatives": {"a": value}}
+    result = feedback(expression, bindings, answers, "derivatives.a")
     assert result["verdict"] == "incorrect"
     assert result["feedback"]["message"].startswith("This is the derivative's value at")
     # a constant derivative is a number, and right
