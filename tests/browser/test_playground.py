@@ -45,6 +45,7 @@ def test_page_loads_everything_from_its_own_origin_without_errors(visit: Visit) 
             || c.getAttribute('aria-labelledby'))).map(c => c.outerHTML)""",
     )
     assert unnamed == []
+    visit.page.locator("#predict-fields input").first.wait_for()  # the page as it settles
     visit.screenshot("playground-start.png")
 
 
@@ -683,6 +684,7 @@ def test_an_assignment_the_output_does_not_use_is_marked_as_a_warning(visit: Vis
     editor = visit.page.locator("#expression")
     assert editor.get_attribute("aria-invalid") is None  # a warning, not a problem
     assert visit.page.locator("#result").text_content() == "y = 4"
+    visit.page.locator("#predict-fields input").first.wait_for()  # the page as it settles
     visit.screenshot("playground-warning.png")
     visit.page.locator("[data-lang=ru]").click()
     visit.until(
