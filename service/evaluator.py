@@ -374,8 +374,17 @@ class _Source:
         constants = {}
         if form == "vc":
             c = source.args[1].value
-            constants = {"neg1": format_number(-c), "inv1": format_number(c**-1) if c else "inf"}
+            constants = {"neg1": format_number(-c), "inv1": _reciprocal(c)}
         return BY_NAME[source.op].expansions[form].format(*operands, **constants)
+
+
+def _reciprocal(c: float) -> str:
+    """The constant micrograd makes of `x / c`, `c ** -1`, as an expansion writes it: "inf" where
+    no float is it (c is 0, or below the reciprocal of the largest float, as 1e-320 is)."""
+    try:
+        return format_number(c**-1)
+    except (ZeroDivisionError, OverflowError):
+        return "inf"
 
 
 class Evaluator:

@@ -59,7 +59,8 @@ fuzz_settings = settings(
 # The grammar's alphabet, and the things people paste from Python, sympy and maths.
 NAMES = ["a", "b", "x", "y1", "_", "E", "pi", "Symbol", "e", "inf", "nan", *FUNCTIONS]
 HOSTILE_NAMES = ["__import__", "__class__", "eval", "exec", "open", "lambda", "if", "not", "sin"]
-NUMBERS = ["0", "1", "2", "0.5", ".5", "1.", "1e3", "1e-3", "2E+2", "1e300", "1e400", "9" * 40]
+NUMBERS = ["0", "1", "2", "0.5", ".5", "1.", "1e3", "1e-3", "2E+2", "1e300", "1e400", "9" * 40,
+           "1e-320", "5e-324"]  # fmt: skip
 OPERATORS = ["+", "-", "*", "/", "**", "^", "//"]
 PUNCTUATION = ["(", ")", ",", " ", "\t", "\n"]
 JUNK = [".", "'", '"', "[", "]", "{", "}", "=", ";", ":", "%", "@", "\\", "#", "!", "~", "$"]
@@ -107,14 +108,15 @@ def check_parse(text: str, limits: Limits = DEFAULT_LIMITS) -> None:
         assert parsed.node_count <= limits.max_nodes
         evaluator = Evaluator(limits, cache_size=0)
         bindings = {name: 0.5 + i for i, name in enumerate(parsed.variables)}
-        try:
-            document = evaluator.evaluate(text, bindings, "primitive")
-        except AutogradError as error:
-            check_refusal(error)
-        else:
-            # The node count the parser checks against the limit bounds the graph really built.
-            assert len(document["graph"]["nodes"]) <= parsed.node_count
-            assert all(math.isfinite(g) for g in document["gradients"].values())
+        for granularity in ("primitive", "operator"):  # the operator view writes expansions
+            try:
+                document = evaluator.evaluate(text, bindings, granularity)
+            except AutogradError as error:
+                check_refusal(error)
+            else:
+                # The node count the parser checks against the limit bounds the graph built.
+                assert len(document["graph"]["nodes"]) <= parsed.node_count
+                assert all(math.isfinite(g) for g in document["gradients"].values())
 
 
 @fuzz_settings

@@ -670,6 +670,12 @@ ACCEPTED = [
                           {"a": 1e300}), id="constant-at-limit"),
     pytest.param(Accepted({"expression": "1e-400 + a", "bindings": {"a": 1}}, 1.0, {"a": 1.0}),
                  id="constant-underflows-to-zero"),
+    # The subtraction's expansion writes its constant negated: its reciprocal, which has no float,
+    # is never needed.
+    pytest.param(Accepted({"expression": "a - 1e-320", "bindings": {"a": 1}}, 1.0, {"a": 1.0}),
+                 id="subnormal-subtracted"),
+    pytest.param(Accepted({"expression": "x = Value(1.0)\ny = x - 2*1e-320\ny.backward()"},
+                          1.0, {"x": 1.0}), id="subnormal-subtracted-in-a-program"),
     pytest.param(Accepted(_bound_raw("a", "1" * 300), float("1" * 300), {"a": 1.0}),
                  id="300-digit-binding"),
     pytest.param(Accepted({"expression": "relu(a)", "bindings": {"a": -0.0}}, 0.0, {"a": 0.0}),
