@@ -600,7 +600,7 @@ def _json_kind(value: Any) -> Message:
         return _("an object")
     if isinstance(value, list):
         return _("a list")
-    return _("a number that is not finite")
+    return _("infinity or NaN")
 
 
 def _json_number(answer: Any) -> float | None:

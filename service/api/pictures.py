@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -64,13 +65,14 @@ def over_rate() -> Response | None:
     if not wait:
         return None
     rate = bucket.rate
+    seconds = max(1, math.ceil(wait))  # Retry-After counts whole seconds; the sentence agrees
     detail = _(
         "this worker has drawn its share of pictures ({rate} per second); try again in {seconds} s",
         rate=format(rate, "g"),
-        seconds=format(wait, ".1f"),
+        seconds=seconds,
     )
-    seconds = str(max(1, round(wait + 0.5)))
-    return problem_response(problem_body("too-many-pictures", detail), {"Retry-After": seconds})
+    headers = {"Retry-After": str(seconds)}
+    return problem_response(problem_body("too-many-pictures", detail), headers)
 
 
 # Refusals of a picture before any drawing began: they cost the worker nothing to count.
