@@ -16,8 +16,10 @@ import shutil
 import socket
 import tempfile
 import uuid
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from http import HTTPStatus
+from typing import Any, cast
 
 from gunicorn import util
 from gunicorn.glogging import Logger
@@ -151,14 +153,60 @@ def post_worker_init(worker: Any) -> None:
         def start(status: str, headers: list[tuple[str, str]], *exc_info: Any) -> Any:
             return start_response(status, [*headers, SERVED_BY_HEADER], *exc_info)
 
+        environ["wsgi.input"] = _ClientBody(environ["wsgi.input"])
         return app(environ, start)
 
     worker.wsgi = served_by
 
 
+# Whether the worker waits on its client: for the request's line and headers (until gunicorn has
+# read them and calls `pre_request`), or for its body, while the app reads it. A worker stopped at
+# its timeout meanwhile had a client too slow to send its request (408), not too much work (503).
+_AWAITING = True
+
+
+def pre_request(worker: Any, req: Any) -> None:
+    global _AWAITING
+    _AWAITING = False
+
+
+def post_request(worker: Any, req: Any, environ: dict[str, Any], resp: Any) -> None:
+    global _AWAITING
+    if not _ABORTED:  # gunicorn calls this on its way to answering an aborted request
+        _AWAITING = True  # the next request's line and headers
+
+
+class _ClientBody:
+    """A request's body as the app reads it, the worker marked as waiting on its client while
+    each read waits for bytes to arrive."""
+
+    def __init__(self, body: Any) -> None:
+        self.body = body
+
+    def _awaited(self, read: Callable[..., Any], *args: Any) -> Any:
+        global _AWAITING
+        _AWAITING = True
+        data = read(*args)  # a worker aborted here leaves `_AWAITING` set for its answer
+        _AWAITING = False
+        return data
+
+    def read(self, *args: Any) -> bytes:
+        return cast(bytes, self._awaited(self.body.read, *args))
+
+    def readline(self, *args: Any) -> bytes:
+        return cast(bytes, self._awaited(self.body.readline, *args))
+
+    def readlines(self, *args: Any) -> list[bytes]:
+        return cast(list[bytes], self._awaited(self.body.readlines, *args))
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self.readline, b"")
+
+
 # Gunicorn's own error answers (a request line it cannot parse, a worker stopped at its timeout)
-# are problem documents like the app's, never an HTML page. The worker's timeout (SIGABRT from the
-# master) is the request's cost, answered as the app answers a request past its budget.
+# are problem documents like the app's, never an HTML page. A worker stopped at its timeout
+# (SIGABRT from the master) answers a 408 when it was waiting for its client (`_AWAITING`), else
+# the request's cost, as the app answers a request past its budget.
 _ABORTED = False
 
 
@@ -178,10 +226,16 @@ def _any_origin() -> bool:
 
 
 def _write_problem(sock: Any, status_int: int, reason: str, mesg: str) -> None:
-    kind = "request-too-expensive" if _ABORTED else HTTP_KINDS.get(status_int)
+    if _ABORTED:
+        kind: str | None = "request-timeout" if _AWAITING else "request-too-expensive"
+    else:
+        kind = HTTP_KINDS.get(status_int)
     headers = ""
     body: dict[str, Any]
-    if kind == "request-too-expensive":
+    if kind == "request-timeout":
+        late = _("the request did not arrive in time; send it again, all at once")
+        body = problem_body(kind, late)
+    elif kind == "request-too-expensive":
         headers = f"Retry-After: {costs.retry_after(_request_budget())}\r\n"
         body = problem_body(kind, _("the work took longer than the server allows one request"))
     elif kind is not None:
@@ -190,7 +244,7 @@ def _write_problem(sock: Any, status_int: int, reason: str, mesg: str) -> None:
         body = {"type": "about:blank", "title": reason, "status": status_int, "detail": mesg}
     status_int = body["status"]
     payload = json.dumps(body).encode()
-    reason = "Service Unavailable" if status_int == 503 else reason
+    reason = HTTPStatus(status_int).phrase if kind is not None else reason
     # As the app's answers: an id to quote (the request's own is not known here), and readable by
     # a browser page of any origin when any may call (with a list, the origin is not known here).
     headers += f"{REQUEST_ID_HEADER}: {uuid.uuid4().hex}\r\n"

@@ -86,13 +86,15 @@ KINDS: dict[str, tuple[int, Message]] = {
     # What one request may cost (service/api/costs.py).
     "request-too-expensive": (503, _("Request too expensive")),
     "service-busy": (503, _("Service busy")),
+    # A client too slow to send its request, answered by the server in front of the app
+    # (gunicorn.conf.py, deploy/nginx/errors.conf): the app itself is given whole requests.
+    "request-timeout": (408, _("Request timeout")),
     "response-too-large": (422, _("Response too large")),
 }
 
 # Answered by the proxy in front of the service (deploy/nginx/errors.conf), never by the app itself;
-# the proxy's 400, 413, 500 and 503 use the app's kinds above.
+# the proxy's 400, 408, 413, 500 and 503 use the kinds above.
 PROXY_KINDS: dict[str, tuple[int, Message]] = {
-    "request-timeout": (408, _("Request timeout")),
     "too-many-requests": (429, _("Too many requests")),
     "bad-gateway": (502, _("Bad gateway")),
     "gateway-timeout": (504, _("Gateway timeout")),

@@ -232,25 +232,48 @@ def test_past_the_budget_a_503_and_the_worker_goes_on(serve: Callable[..., Gunic
     assert server.output().count("Booting worker") == 1
 
 
-def test_a_worker_killed_at_its_timeout_answers_a_problem_not_html(
-    serve: Callable[..., Gunicorn],
-) -> None:
-    # A request that holds its worker past gunicorn's timeout, whatever the app's speed: its body
-    # never finishes arriving. The master aborts the worker, which answers before it exits.
-    server = serve(1, "--timeout", "1")
-    head, body = _raw(
-        server,
+@pytest.mark.parametrize(
+    "request_sent",
+    [
+        # the line and headers still arriving
+        b"POST /v1/gradients HTTP/1.1\r\nHost: x\r\nContent-Type: appl",
+        # the body never finishing, while the app reads it
         b"POST /v1/gradients HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
         b"Content-Length: 1000\r\n\r\n{",
-        timeout=30,
-    )
-    assert head.startswith("HTTP/1.1 503"), head
+    ],
+    ids=["headers", "body"],
+)
+def test_a_worker_killed_waiting_for_a_slow_client_answers_a_timeout_problem(
+    serve: Callable[..., Gunicorn], request_sent: bytes
+) -> None:
+    # A client too slow to send its request holds its worker past gunicorn's timeout; the master
+    # aborts the worker, which answers before it exits: the request did not arrive, no work was
+    # too expensive.
+    server = serve(1, "--timeout", "1")
+    head, body = _raw(server, request_sent, timeout=30)
+    assert head.startswith("HTTP/1.1 408 Request Timeout"), head
     assert "Content-Type: application/problem+json" in head
-    assert "Retry-After: " in head
     # A browser page may read it, and the id to quote is there, as on the app's own answers.
     assert "Access-Control-Allow-Origin: *" in head
     assert re.search(r"^X-Request-ID: [0-9a-f]{32}\r$", head, re.M), head
-    assert json.loads(body)["type"].endswith("/problems/request-too-expensive")
+    problem = json.loads(body)
+    assert problem["type"].endswith("/problems/request-timeout")
+    assert problem["detail"] == "the request did not arrive in time; send it again, all at once"
+    assert requests.get(f"{server.url}/healthz", timeout=10).status_code == 200
+
+
+def test_a_worker_killed_at_work_answers_that_the_work_took_too_long(
+    serve: Callable[..., Gunicorn],
+) -> None:
+    # Symbolic work with budgets far above gunicorn's timeout: the master aborts the worker while
+    # it computes, which answers the request's cost, not the html page gunicorn would.
+    server = serve(
+        1, "--timeout", "1", AUTOGRAD_REQUEST_BUDGET="60", AUTOGRAD_SYMBOLIC_SECONDS="50"
+    )
+    body = {"expression": "a ** 1000000", "bindings": {"a": 0.999}}
+    response = requests.post(f"{server.url}/v1/derivatives", json=body, timeout=60)
+    _is_problem(response, 503, "request-too-expensive")
+    assert "Retry-After" in response.headers
     assert requests.get(f"{server.url}/healthz", timeout=10).status_code == 200
 
 
