@@ -264,7 +264,7 @@ export class Panels {
       predictMessage.classList.add("error");
       return;
     }
-    // The cards show four decimals: an answer copied from them is right (0.3333 for 1/3).
+    // The cards show four decimals or more: an answer copied from them is right (0.3333 for 1/3).
     const tolerance = { absolute: 5e-5 };
     const reply = await api.check(context.expression, context.bindings, { gradients }, tolerance);
     if (reply.aborted) return;
