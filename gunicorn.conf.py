@@ -202,6 +202,9 @@ class _ClientBody:
     def __iter__(self) -> Iterator[bytes]:
         return iter(self.readline, b"")
 
+    def __getattr__(self, name: str) -> Any:  # anything else the body has, as it is
+        return getattr(self.body, name)
+
 
 # Gunicorn's own error answers (a request line it cannot parse, a worker stopped at its timeout)
 # are problem documents like the app's, never an HTML page. A worker stopped at its timeout
