@@ -250,9 +250,13 @@ const TAG_CHAR = 5.2;
 const HEAD_ROOM = CARD_W - 18; // from the title's start to the tag's end
 const HEAD_GAP = 3; // between the two
 
+// The room a corner tag takes from the title, with the gap between them.
+function tagWidth(tagText) {
+  return tagText ? HEAD_GAP + tagText.length * TAG_CHAR : 0;
+}
+
 function headFits(titleText, tagText) {
-  const tagWidth = tagText ? HEAD_GAP + tagText.length * TAG_CHAR : 0;
-  return titleText.length * TITLE_CHAR + tagWidth <= HEAD_ROOM;
+  return titleText.length * TITLE_CHAR + tagWidth(tagText) <= HEAD_ROOM;
 }
 
 // A card's title: the node's name, else the source text it stands for (as the lessons say
@@ -288,8 +292,7 @@ function tag(node, titleText) {
 // card's description, which a pointer or a screen reader reads, has it whole).
 function shown(titleText, tagText) {
   if (headFits(titleText, tagText)) return titleText;
-  const tagWidth = tagText ? HEAD_GAP + tagText.length * TAG_CHAR : 0;
-  const characters = Math.floor((HEAD_ROOM - tagWidth) / TITLE_CHAR) - 1;
+  const characters = Math.floor((HEAD_ROOM - tagWidth(tagText)) / TITLE_CHAR) - 1;
   return `${Array.from(titleText).slice(0, characters).join("")}…`;
 }
 
