@@ -211,27 +211,42 @@ class Token:
         return f"Token({self.kind!r}, {self.text!r}, {self.start}, {self.end})"
 
 
-# The alternatives are tried in order, so the commonest come first: most are told apart by their
-# first character, and where two share one (`*=` and `*`, `.5` and `.`) the longer comes first.
+# One match is one token and the space before it. The pattern finds where each token is, not
+# what it is, so that one scan in C finds them all; `_KINDS` then names each by its text. The
+# alternatives are tried in order: the commonest first, and where two begin alike (`*=` and `*`,
+# `.5` and `.`) the longer first.
 _TOKEN = re.compile(
     r"""
-    [ \t\r]*  # the space before a token belongs to it, so one match is one token
-    (?:
-        (?P<name>[A-Za-z_][A-Za-z0-9_]*)
-      | (?P<augmented>\*\*=|[-+*/]=)
-      | (?P<op>\*\*|//|[-+*/^])
-      | (?P<equals>==?)
-      | (?P<newline>\n)
-      | (?P<number>(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)
-      | (?P<punctuation>[(),;.])
-      | (?P<comment>\#[^\n]*)
-      | (?P<continuation>\\\r?\n)  # a backslash that ends a line continues it, as in Python
-      | (?P<end>\Z)
-      | (?P<bad>.)  # a character no token takes
+    ([ \t\r]*+)  # the space before a token, all of it
+    (
+        [A-Za-z_][A-Za-z0-9_]*  # a name
+      | \*\*=|[-+*/]=  # an augmented assignment
+      | \*\*|//|==  # operators of two characters
+      | (?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?  # a number
+      | \#[^\n]*  # a comment
+      | \\\r?\n  # a backslash that ends a line continues it, as in Python
+      | .|\n  # any other character: an operator, punctuation, or one no token takes
+      | \Z  # the end, after the space there: else the scan would go over that space again
     )
     """,
     re.VERBOSE | re.ASCII,
 )
+# The kind of each token the language has but names and numbers, by its text.
+_KINDS = {
+    **dict.fromkeys(("+", "-", "*", "/", "^", "**"), "op"),
+    **dict.fromkeys(("+=", "-=", "*=", "/=", "**="), "augmented"),
+    **{punctuation: punctuation for punctuation in ("=", "==", "(", ")", ",", ";", ".")},
+    "\n": "newline",
+    "//": "floor division",
+    "": "end",
+    **dict.fromkeys(("\\\n", "\\\r\n"), "continuation"),
+}
+# The kind of every other token, by its first character: what is not here no token takes.
+_KINDS_BY_FIRST = {
+    **dict.fromkeys("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_", "name"),
+    **dict.fromkeys("0123456789.", "number"),
+    "#": "comment",
+}
 
 # Characters people reach for from Python or maths, with what to tell them.
 _UNSUPPORTED: dict[str, Message] = {
@@ -269,37 +284,30 @@ def _tokens(text: str, limits: Limits) -> tuple[list[Token], ExpressionError | N
     longest = limits.max_identifier_length
     error: ExpressionError | None = None
     # A byte order mark first, as an editor may save a file: Python reads past it, so do we.
-    for match in _TOKEN.finditer(text, 1 if text.startswith("\ufeff") else 0):
-        kind = match.lastgroup
-        assert kind is not None  # every alternative is a named group
-        span = match.span(kind)
+    end = 1 if text.startswith("\ufeff") else 0
+    for space, written in _TOKEN.findall(text, end):
+        start = end + len(space)
+        end = start + len(written)
+        kind = _KINDS.get(written) or _KINDS_BY_FIRST.get(written[0], "bad")
         if kind == "name":
-            if span[1] - span[0] > longest:
-                error = _too_long(text, *span, limits)
+            if end - start > longest:
+                error = _too_long(text, start, end, limits)
                 break
-            append(Token(kind, match[kind], span))
-        elif kind == "op":
-            written = match[kind]
-            if written == "//":
-                error = ExpressionError(
-                    "unsupported_syntax", _("floor division // is not supported; use /"), span
-                )
-                break
-            append(Token(kind, written, span))
-        elif kind == "punctuation" or kind == "equals":
-            punctuation = match[kind]
-            append(Token(punctuation, punctuation, span))
-        elif kind == "number" or kind == "newline" or kind == "augmented":
-            append(Token(kind, match[kind], span))
+        elif kind == "comment" or kind == "continuation":
+            continue  # space, like the space before a token
         elif kind == "end":
+            break
+        elif kind == "floor division":
+            message = _("floor division // is not supported; use /")
+            error = ExpressionError("unsupported_syntax", message, (start, end))
             break
         elif kind == "bad":
             # First on its line: not after another token, nor inside brackets.
             depth = sum((token.kind == "(") - (token.kind == ")") for token in tokens)
             first = (not tokens or tokens[-1].kind == "newline") and depth <= 0
-            error = _bad_character(text, span[0], first)
+            error = _bad_character(text, start, first)
             break
-        # else a comment or a line continuation: space, like the space before a token
+        append(Token(kind, written, (start, end)))
     # The `end` token stands where the text ends, or where its error starts.
     stop = len(text) if error is None else error.span[0]
     append(Token("end", "", (stop, stop)))
@@ -530,6 +538,7 @@ class _Program:
         self.text = text
         self.limits = limits
         self.stream = _Stream(text, limits)
+        self.reader = _Expression(self)  # one for every expression: each starts it afresh
         self.bound: dict[str, Node] = {}  # what each assigned name refers to at this point
         self.read_as_input: dict[str, Span] = {}  # names read before any assignment: inputs
         self.defaults: dict[str, float] = {}
@@ -553,7 +562,9 @@ class _Program:
         self.bare: list[tuple[Node, Span]] = []
         self.terminator: Token | None = None  # what ended the last expression
         self.previous_end = 0  # where the last expression ended
+        self.starts: list[int] = []  # where each statement starts
         self.indentation: int | None = None  # of the line the last statement starts on
+        self.measured = 0  # the statements `indentation` has seen
 
     def parse(self, output: str | None) -> ParsedExpression:
         stream = self.stream
@@ -589,7 +600,9 @@ class _Program:
                 "max_statements",
                 self.limits.max_statements,
             )
-        self.check_indentation(first)
+        self.starts.append(first.start)
+        if first.kind == "op":
+            self.check_indentation(first)
         if first.kind == "name":
             if first.text in _KEYWORD_STATEMENTS:
                 # the whole line, and the lines a backslash at its end continues it onto
@@ -618,13 +631,17 @@ class _Program:
     def check_indentation(self, first: Token) -> None:
         """Refuse a line indented more than the statement before it that starts with a sign:
         Python refuses it (`unexpected indent`), and read as a statement of its own it would
-        silently leave the sign's term out of the expression it was meant to go on."""
-        line_start = self.text.rfind("\n", 0, first.start) + 1
-        indent = self.text[line_start : first.start]
-        if indent.strip(" \t"):
-            return  # after a `;`: the line's own indentation was seen with its first statement
-        width = len(indent.expandtabs())
-        if first.kind == "op" and self.indentation is not None and width > self.indentation:
+        silently leave the sign's term out of the expression it was meant to go on.
+
+        Only such a statement needs the indentation of those before it, so it is measured here,
+        for the statements since the last time, and not as each statement is read."""
+        *before, start = self.starts[self.measured :]
+        for earlier in before:
+            self.measure_indentation(earlier)
+        self.measured = len(self.starts)
+        above = self.indentation
+        width = self.measure_indentation(start)
+        if width is not None and above is not None and width > above:
             message = _(
                 "this indented line starts a statement of its own with '{sign}', so it does not "
                 "go on with the line above: to write an expression over several lines, put it "
@@ -632,7 +649,16 @@ class _Program:
                 sign=first.text,
             )
             raise ExpressionError("unsupported_syntax", message, first.span)
-        self.indentation = width
+
+    def measure_indentation(self, start: int) -> int | None:
+        """The indentation of the statement at `start`, kept as the latest when it starts its
+        line; None after a `;`, as its line's first statement has been measured."""
+        line_start = self.text.rfind("\n", 0, start) + 1
+        indent = self.text[line_start:start]
+        if indent.strip(" \t"):
+            return None
+        self.indentation = len(indent.expandtabs())
+        return self.indentation
 
     def targets(self) -> list[Token] | None:
         """`a, b, c =`: the names, when the statement is a tuple assignment; None when it is
@@ -767,9 +793,10 @@ class _Program:
         `reads` the earlier assignments its value reads."""
         if node.kind == "operation" and node.assigned is None:
             node.assigned = name
+        index = len(self.assignments)
         self.bound[name] = node
-        self.bound_by[name] = len(self.assignments)
-        self.last_reads = (self.bound_by[name],)
+        self.bound_by[name] = index
+        self.last_reads = (index,)
         self.assignments.append((name, node, span, tuple(reads)))
 
     def augmented(self, target: Token, operator: Token) -> None:
@@ -858,8 +885,8 @@ class _Program:
     ) -> Node:
         """The expression that starts at the next token; `after` is the token before it."""
         self.reading = []
-        reader = _Expression(self, declaring, in_tuple)
-        root = reader.parse(after)
+        reader = self.reader
+        root = reader.parse(after, declaring, in_tuple)
         self.previous_end = reader.end
         return root
 
@@ -1179,21 +1206,23 @@ class _Pending:
 
 
 class _Expression:
-    """One expression, from the stream's next token to the end of its statement."""
+    """Reads an expression, from the stream's next token to the end of its statement."""
 
     __slots__ = (
         "brackets", "declared", "declaring", "end", "in_tuple", "limits", "operands", "pending",
         "plain", "program", "spans", "stream", "text",
     )  # fmt: skip
 
-    def __init__(self, program: _Program, declaring: str | None, in_tuple: bool) -> None:
+    def __init__(self, program: _Program) -> None:
         self.program = program
         self.text = program.text
         self.stream = program.stream
         self.limits = program.limits
-        self.declaring = declaring  # the target of `name = Value(...)`
+        # Of the expression being read: one read whole leaves the stacks empty and `declared`
+        # None, as they are here, for the next.
+        self.declaring: str | None = None  # the target of `name = Value(...)`
         self.declared: Node | None = None
-        self.in_tuple = in_tuple  # `,` ends this expression: a value of `a, b = x, y`
+        self.in_tuple = False  # `,` ends this expression: a value of `a, b = x, y`
         self.operands: list[Node] = []
         # Where each operand is written here. A name's node may be shared with the statement that
         # assigned it, whose span it keeps, so an operation's span comes from these, not from
@@ -1204,8 +1233,10 @@ class _Expression:
         self.end = 0
         self.plain = False  # a bare first statement: perhaps a plain expression over lines
 
-    def parse(self, after: Token | None) -> Node:
-        """The expression; `after` is the token before it."""
+    def parse(self, after: Token | None, declaring: str | None, in_tuple: bool) -> Node:
+        """The expression; `after` is the token before it, `declaring` the name it declares if
+        it is `Value(...)`, and `in_tuple` whether it is one of several values."""
+        self.declaring, self.in_tuple = declaring, in_tuple
         self.plain = after is None and self.program.statements == 1
         expect_operand = True
         previous = after
@@ -1227,14 +1258,15 @@ class _Expression:
             previous = token
         root = self.operands.pop()
         self.spans.pop()
-        if self.declared is not None and root is not self.declared:
+        declared, self.declared = self.declared, None
+        if declared is not None and root is not declared:
             raise ExpressionError(
                 "unsupported_syntax",
                 _(
                     "Value(...) declares an input on a line of its own: {name} = Value(number)",
                     name=self.declaring,
                 ),
-                self.declared.span,
+                declared.span,
             )
         return root
 
