@@ -561,6 +561,12 @@ def too_many_bindings(count: int, maximum: int) -> BindingError:
     )
 
 
+def _written(names: list[str]) -> str:
+    """Bindings' names for a sentence. A binding's name may be any text: one that is not a
+    name (`""`, `"a b"`) is quoted, so that the sentence shows it."""
+    return ", ".join(name if name.isidentifier() else repr(name) for name in names)
+
+
 def unbound(
     parsed: ParsedExpression, missing: list[str], unknown: list[str], point: int | None = None
 ) -> BindingError:
@@ -579,7 +585,7 @@ def unbound(
             "no value given for {missing} (the bindings name {unknown}, which the expression "
             "does not use)",
             missing=", ".join(missing),
-            unknown=", ".join(unknown),
+            unknown=_written(unknown),
         )
     else:
         message = _("no value given for {missing}", missing=", ".join(missing))
@@ -594,7 +600,7 @@ def unknown_bindings(
     `varied`: the names are a sweep's `vary`, not bindings."""
     computed = [name for name in unknown if name in parsed.assigned]
     named = computed or unknown  # a value the program computes is said first
-    about = {"names": ", ".join(named), "inputs": ", ".join(parsed.inputs)}
+    about = {"names": _written(named), "inputs": ", ".join(parsed.inputs)}
     if varied and computed:
         message = _(
             "vary names {names}, which the program computes; vary its inputs ({inputs})", **about
@@ -620,12 +626,12 @@ def unknown_bindings(
     elif len(unknown) == 1:
         message = _(
             "{name} is not in the expression; remove the binding or check the spelling",
-            name=unknown[0],
+            name=about["names"],
         )
     else:
         message = _(
             "{names} are not in the expression; remove the bindings or check the spelling",
-            names=", ".join(unknown),
+            names=about["names"],
         )
     return BindingError("unknown_variables", message, unknown)
 

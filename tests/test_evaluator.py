@@ -67,6 +67,24 @@ def test_an_unknown_binding_among_thousands_is_named() -> None:
     assert evaluator.evaluate(expression, bindings)["value"] == 5_000.0
 
 
+@pytest.mark.parametrize(
+    ("bindings", "message"),
+    [
+        ({"a": 1, "": 2}, "'' is not in the expression"),
+        ({"a": 1, "a b": 2}, "'a b' is not in the expression"),
+        ({"a": 1, "a\u200b": 2}, "'a\\u200b' is not in the expression"),
+        ({"a": 1, "b": 2, "": 3}, "'', b are not in the expression"),
+        ({"": 2}, "no value given for a (the bindings name '', which the expression does not use)"),
+    ],
+)
+def test_a_binding_name_that_is_not_a_name_is_quoted(
+    bindings: dict[str, float], message: str
+) -> None:
+    with pytest.raises(BindingError) as raised:
+        Evaluator().evaluate("a", bindings)
+    assert raised.value.message.startswith(message)
+
+
 @pytest.mark.parametrize("granularity", ["operator", "primitive"])
 @pytest.mark.parametrize("divisor", [1e-200, 5e-324, -1e-170])
 def test_a_tiny_divisor_is_a_domain_error(granularity: str, divisor: float) -> None:
