@@ -431,6 +431,12 @@ def _bad_character(text: str, pos: int, first: bool = False) -> ExpressionError:
                 char=char,
                 described=described,
             )
+    elif unicodedata.category(char) == "Cs":  # a JSON escape (`"\ud800"`) without its pair
+        message = _(
+            "{code} is half of a surrogate pair, not a character: the text was cut in the "
+            "middle of a character, or encoded wrongly",
+            code=code,
+        )
     elif not char.isprintable() or char.isspace():
         message = _(
             "the invisible character {described} is not allowed in an expression",

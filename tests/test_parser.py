@@ -179,6 +179,7 @@ def test_variables_in_order_of_first_appearance() -> None:
         ("a\u200b+b", "invalid_character", (1, 2)),  # zero-width space
         ("a\u00a0+ b", "invalid_character", (1, 2)),  # no-break space
         ("\u00e9", "invalid_character", (0, 1)),
+        ("a + \ud800", "invalid_character", (4, 5)),  # a lone surrogate, from a JSON escape
         # numbers beyond the largest constant, written or folded
         ("9**9**9", "constant_too_large", (0, 7)),
         ("2**10000", "constant_too_large", (0, 8)),
@@ -216,6 +217,9 @@ def test_messages_say_what_to_write() -> None:
     with pytest.raises(ExpressionError) as raised:
         parse("x * 0,25")
     assert raised.value.message == "decimals are written with a point: 0.25"
+    with pytest.raises(ExpressionError) as raised:
+        parse("a + \udfff")
+    assert raised.value.message.startswith("U+DFFF is half of a surrogate pair, not a character")
 
 
 @pytest.mark.parametrize(
