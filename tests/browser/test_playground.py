@@ -672,6 +672,34 @@ def test_the_shipping_cost_preset_shows_the_lessons_program(visit: Visit) -> Non
     }
 
 
+def test_the_panels_write_the_derivatives_of_the_output_the_program_names(visit: Visit) -> None:
+    program = "x = Value(2.0)\nw = Value(3.0)\ncost = x * w"
+    visit.open("?" + urlencode({"expression": program}))
+    visit.until("document.querySelectorAll('#predict-fields input').length === 2")
+    labels = visit.page.eval_on_selector_all(
+        "#predict-fields label span", "spans => spans.map(s => s.textContent)"
+    )
+    assert labels == ["∂cost/∂x =", "∂cost/∂w ="]
+    fields = visit.page.locator("#predict-fields input")
+    fields.nth(0).fill("3")
+    visit.page.locator("#predict-form button[type=submit]").click()
+    if offers(visit.base_url, "/v1/check"):
+        visit.page.locator("ul.verdicts li").first.wait_for(timeout=10_000)
+        assert (visit.page.locator("ul.verdicts li strong").first.text_content() or "") == (
+            "∂cost/∂x: correct"
+        )
+    if offers(visit.base_url, "/v1/sweep"):
+        visit.page.get_by_role("tab", name="Plot").click()
+        legend = visit.page.locator(".plot-legend")
+        legend.wait_for(timeout=10_000)
+        keys = legend.locator("span").evaluate_all("spans => spans.map(s => s.textContent)")
+        assert keys[:2] == ["cost", "∂cost/∂x"]
+    # A plain expression's output is f, and the labels follow the text as it changes.
+    visit.page.locator("#expression").fill("a * b")
+    visit.page.get_by_role("tab", name="Predict first").click()
+    visit.until("document.querySelector('#predict-fields label span')?.textContent === '∂f/∂a ='")
+
+
 def test_an_assignment_the_output_does_not_use_is_marked_as_a_warning(visit: Visit) -> None:
     program = "x = Value(2.0)\nu = x * 3\ny = x * x"
     visit.open("?" + urlencode({"expression": program}))

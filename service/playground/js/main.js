@@ -115,6 +115,8 @@ async function parse() {
   }
   editor.clearProblem();
   shape = { graph: reply.data.graph, expression: state.expression, granularity: state.granularity };
+  // The output's name where the program gives it one (`cost`, `y.backward()`), else f.
+  shape.output = reply.data.output ?? "f";
   const before = declared; // the text read before, if any: the page opening has none
   ({ names: variables, defaults: declared } = inputsOf(reply.data));
   undeclared = undeclaredWarning(reply.data);
@@ -265,6 +267,7 @@ function panelContext() {
     expression: state.expression,
     bindings: Object.fromEntries(variables.filter(bound).map((n) => [n, state.bindings[n]])),
     variables,
+    output: shape?.output ?? "f",
     ranges: state.ranges,
     plotName: state.plot,
     lang: language(),

@@ -1,6 +1,7 @@
 // The panels beside the graph: a plot of f and ∂f/∂x over a slider's range (/v1/sweep), the
 // three ways to a derivative (/v1/derivatives), and "predict first" (/v1/check). Each one shows
-// a problem in its own words and leaves the rest of the page working.
+// a problem in its own words and leaves the rest of the page working. The output is f unless
+// the program names it (`cost = ...`): then ∂cost/∂x.
 
 import { api } from "./api.js";
 import { formatNumber } from "./format.js";
@@ -65,7 +66,7 @@ function axisOf(axes, name, from, to, count) {
   return linspace(from, to, count);
 }
 
-export function drawPlot(container, sweep, name, current, range) {
+export function drawPlot(container, sweep, name, current, range, output = "f") {
   const xs = axisOf(sweep.axes, name, range[0], range[1], POINTS);
   const fs = sweep.value ?? [];
   const gs = sweep.gradients?.[name] ?? [];
@@ -84,6 +85,7 @@ export function drawPlot(container, sweep, name, current, range) {
   const svg = svgElement("svg", { viewBox: `0 0 ${W} ${H}`, class: "plot-svg", role: "img" });
   svgElement("title", {}, svg).textContent = t("plotCaption", {
     name,
+    output,
     from: formatNumber(range[0]),
     to: formatNumber(range[1]),
   });
@@ -120,12 +122,12 @@ export function drawPlot(container, sweep, name, current, range) {
     if (Number.isFinite(gs[index])) svgElement("circle", { cx: x(current), cy: y(gs[index]), r: 4, class: "dot grad" }, svg);
   }
   const legend = html("p", { class: "plot-legend" }, [
-    html("span", { class: "key value" }, [t("plotLegendValue")]),
-    html("span", { class: "key grad" }, [t("plotLegendGrad", { name })]),
+    html("span", { class: "key value" }, [t("plotLegendValue", { output })]),
+    html("span", { class: "key grad" }, [t("plotLegendGrad", { name, output })]),
     html("span", { class: "key now" }, [t("plotCurrent", { name, value: formatNumber(current) })]),
   ]);
   const gaps = fs.filter((v) => v === null).length;
-  const notes = gaps ? [html("p", { class: "plot-note" }, [t("plotGaps", { count: gaps })])] : [];
+  const notes = gaps ? [html("p", { class: "plot-note" }, [t("plotGaps", { count: gaps, output })])] : [];
   container.replaceChildren(svg, legend, ...notes);
 }
 
@@ -171,7 +173,7 @@ export class Panels {
       return;
     }
     say(plotMessage, null);
-    drawPlot(plot, reply.data, name, context.bindings[name], range);
+    drawPlot(plot, reply.data, name, context.bindings[name], range, context.output);
   }
 
   async derivatives(context) {
@@ -195,7 +197,7 @@ export class Panels {
       const symbolic = item.symbolic ?? {};
       const numeric = item.numeric ?? {};
       return html("tr", {}, [
-        html("th", { scope: "row" }, [`∂f/∂${item.variable}`]),
+        html("th", { scope: "row" }, [t("predictLabel", { name: item.variable, output: context.output })]),
         html("td", { class: "number" }, [formatNumber(item.reverse_mode)]),
         html("td", {}, [
           html("code", { class: "formula" }, [symbolic.text ?? ""]),
@@ -231,14 +233,14 @@ export class Panels {
     const typed = Object.fromEntries(
       [...predictFields.querySelectorAll("input")].map((input) => [input.name, input.value]),
     );
-    const signature = context.variables.join(",");
+    const signature = [context.output, ...context.variables].join(",");
     if (predictFields.dataset.signature === signature && predictFields.dataset.lang === context.lang) return;
     predictFields.dataset.signature = signature;
     predictFields.dataset.lang = context.lang;
     predictFields.replaceChildren(
       ...context.variables.map((name) =>
         html("label", { class: "predict-field" }, [
-          html("span", {}, [`${t("predictLabel", { name })} =`]),
+          html("span", {}, [`${t("predictLabel", { name, output: context.output })} =`]),
           Object.assign(html("input", { type: "text", inputmode: "decimal", name, autocomplete: "off" }), {
             value: typed[name] ?? "",
           }),
@@ -282,7 +284,7 @@ export class Panels {
         html("span", { class: "verdict-mark", "aria-hidden": "true" }, [
           { correct: "✓", incorrect: "✗" }[result.verdict] ?? "–",
         ]),
-        html("strong", {}, [`${result.item.replace(/^gradients\./, "∂f/∂")}: ${t(result.verdict)}`]),
+        html("strong", {}, [`${itemName(result.item, context.output)}: ${t(result.verdict)}`]),
         // "Correct." under "correct" says nothing new; every other verdict explains itself.
         html("span", { class: "feedback" }, [result.verdict === "correct" ? "" : (result.feedback?.message ?? "")]),
       ]),
@@ -298,6 +300,12 @@ export class Panels {
     predictResults.replaceChildren(summary, html("ul", { class: "verdicts" }, items));
     predictResults.dataset.question = question(context);
   }
+}
+
+// An item of /v1/check as the page writes it: `gradients.x` is ∂f/∂x, `value` is f.
+function itemName(item, output) {
+  if (item.startsWith("gradients.")) return t("predictLabel", { name: item.slice(10), output });
+  return item === "value" ? output : item;
 }
 
 // What a prediction answers: the expression at its values.
