@@ -490,6 +490,19 @@ def test_the_errors_of_points_speak_the_language_asked_for(
         assert {**error, "message": None} == {**original, "message": None}
 
 
+@pytest.mark.parametrize("locale", ["en", "ru"])
+def test_an_axis_end_that_overflows_a_float_is_told_so_as_a_binding_is(
+    client: FlaskClient, locale: str
+) -> None:
+    headers = {"Accept-Language": locale, "Content-Type": "application/json"}
+    axis = b'{"expression": "a", "vary": [{"name": "a", "from": 1e400, "to": 1, "points": 3}]}'
+    bound = b'{"expression": "a", "bindings": {"a": 1e400}}'
+    refused = client.post("/v1/sweep", data=axis, headers=headers).get_json()
+    binding = client.post("/v1/gradients", data=bound, headers=headers).get_json()
+    overflow = binding["detail"].split("1e400")[1]  # ", which overflows a 64-bit float"
+    assert overflow and refused["detail"].endswith("1e400" + overflow)
+
+
 def test_a_sweep_is_localized_without_touching_its_arrays() -> None:
     document = sweeps.sweep(EVALUATOR, "log(x)", {}, [Axis("x", -1, 1, 1001)])
     assert sweeps.localized(document, "en") is document

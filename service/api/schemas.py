@@ -215,7 +215,8 @@ class FiniteNumber(fields.Float):
 
     def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> float:
         if isinstance(value, bool) or not isinstance(value, int | float):
-            shown = getattr(value, "text", None) or type(value).__name__  # NaN, 1e400: their text
+            # NaN, or 1e400 and that it overflows a float, as a binding's value is shown
+            shown = repr(value) if hasattr(value, "text") else type(value).__name__
             raise ValidationError(_("must be a finite number, not {shown}", shown=shown))
         try:
             number = float(value)
