@@ -114,9 +114,12 @@ async function parse() {
     return;
   }
   editor.clearProblem();
-  shape = { graph: reply.data.graph, expression: state.expression, granularity: state.granularity };
-  // The output's name where the program gives it one (`cost`, `y.backward()`), else f.
-  shape.output = reply.data.output ?? "f";
+  shape = {
+    graph: reply.data.graph,
+    output: reply.data.output, // the output's name where the program gives it one (`cost`)
+    expression: state.expression,
+    granularity: state.granularity,
+  };
   const before = declared; // the text read before, if any: the page opening has none
   ({ names: variables, defaults: declared } = inputsOf(reply.data));
   undeclared = undeclaredWarning(reply.data);
@@ -267,7 +270,7 @@ function panelContext() {
     expression: state.expression,
     bindings: Object.fromEntries(variables.filter(bound).map((n) => [n, state.bindings[n]])),
     variables,
-    output: shape?.output ?? "f",
+    output: shape?.output ?? "f", // what the panels call the output: f unless it is named
     ranges: state.ranges,
     plotName: state.plot,
     lang: language(),

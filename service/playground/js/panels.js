@@ -66,7 +66,7 @@ function axisOf(axes, name, from, to, count) {
   return linspace(from, to, count);
 }
 
-export function drawPlot(container, sweep, name, current, range, output = "f") {
+export function drawPlot(container, sweep, name, current, range, output) {
   const xs = axisOf(sweep.axes, name, range[0], range[1], POINTS);
   const fs = sweep.value ?? [];
   const gs = sweep.gradients?.[name] ?? [];
@@ -123,7 +123,7 @@ export function drawPlot(container, sweep, name, current, range, output = "f") {
   }
   const legend = html("p", { class: "plot-legend" }, [
     html("span", { class: "key value" }, [t("plotLegendValue", { output })]),
-    html("span", { class: "key grad" }, [t("plotLegendGrad", { name, output })]),
+    html("span", { class: "key grad" }, [t("derivative", { name, output })]),
     html("span", { class: "key now" }, [t("plotCurrent", { name, value: formatNumber(current) })]),
   ]);
   const gaps = fs.filter((v) => v === null).length;
@@ -197,7 +197,7 @@ export class Panels {
       const symbolic = item.symbolic ?? {};
       const numeric = item.numeric ?? {};
       return html("tr", {}, [
-        html("th", { scope: "row" }, [t("predictLabel", { name: item.variable, output: context.output })]),
+        html("th", { scope: "row" }, [t("derivative", { name: item.variable, output: context.output })]),
         html("td", { class: "number" }, [formatNumber(item.reverse_mode)]),
         html("td", {}, [
           html("code", { class: "formula" }, [symbolic.text ?? ""]),
@@ -240,7 +240,7 @@ export class Panels {
     predictFields.replaceChildren(
       ...context.variables.map((name) =>
         html("label", { class: "predict-field" }, [
-          html("span", {}, [`${t("predictLabel", { name, output: context.output })} =`]),
+          html("span", {}, [`${t("derivative", { name, output: context.output })} =`]),
           Object.assign(html("input", { type: "text", inputmode: "decimal", name, autocomplete: "off" }), {
             value: typed[name] ?? "",
           }),
@@ -303,8 +303,9 @@ export class Panels {
 }
 
 // An item of /v1/check as the page writes it: `gradients.x` is ∂f/∂x, `value` is f.
+const GRADIENT_ITEM = "gradients.";
 function itemName(item, output) {
-  if (item.startsWith("gradients.")) return t("predictLabel", { name: item.slice(10), output });
+  if (item.startsWith(GRADIENT_ITEM)) return t("derivative", { name: item.slice(GRADIENT_ITEM.length), output });
   return item === "value" ? output : item;
 }
 
