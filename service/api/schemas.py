@@ -11,6 +11,7 @@ from apispec.ext.marshmallow.field_converter import FieldConverterMixin
 from marshmallow import Schema, ValidationError, fields, post_load, validate, validates_schema
 
 from service.api.config import SETTINGS, Reported
+from service.api.request import NonFiniteNumber
 from service.check import CODES, DEFAULT_TOLERANCE, VERDICTS, Tolerance
 from service.evaluator import DEFAULT_GRANULARITY, FIELDS, GRANULARITIES
 from service.exercises import (
@@ -216,7 +217,7 @@ class FiniteNumber(fields.Float):
     def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> float:
         if isinstance(value, bool) or not isinstance(value, int | float):
             # NaN, or 1e400 and that it overflows a float, as a binding's value is shown
-            shown = repr(value) if hasattr(value, "text") else type(value).__name__
+            shown = repr(value) if isinstance(value, NonFiniteNumber) else type(value).__name__
             raise ValidationError(_("must be a finite number, not {shown}", shown=shown))
         try:
             number = float(value)
