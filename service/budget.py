@@ -29,6 +29,9 @@ _active: list[tuple[float, str, float]] = []
 # of which can be running when the signal arrives) is lost, and the work would go on unbounded:
 # until a block's `finally` replaces it, the alarm fires again this many seconds later.
 _RETRY = 0.05
+# The budgets (by `id` of their `_active` entry) whose overrun has been raised: one whose block
+# then ends as if nothing happened, before the alarm comes again, lost it, and raises it there.
+_raised: set[int] = set()
 
 
 def enforced() -> bool:
@@ -50,12 +53,15 @@ def time_budget(seconds: float, kind: str = "request_too_expensive") -> Iterator
     pending = signal.getitimer(signal.ITIMER_REAL)[0] if not _active else 0.0
     if previous is not None:
         signal.signal(signal.SIGALRM, _on_alarm)
-    _active.append((deadline, kind, seconds))
+    entry = (deadline, kind, seconds)
+    _active.append(entry)
     try:
         _arm(now)
         yield
     finally:
         _active.pop()
+        lost = id(entry) in _raised  # its overrun raised, and lost if no exception ends it
+        _raised.discard(id(entry))
         if _active:
             _arm(time.monotonic())
         else:
@@ -64,6 +70,8 @@ def time_budget(seconds: float, kind: str = "request_too_expensive") -> Iterator
             if pending:
                 left = pending - (time.monotonic() - now)
                 signal.setitimer(signal.ITIMER_REAL, max(left, 1e-6))
+    if lost:
+        raise BudgetExceeded(kind, seconds)
 
 
 def _arm(now: float) -> None:
@@ -74,7 +82,7 @@ def _arm(now: float) -> None:
 
 def _on_alarm(signum: int, frame: FrameType | None) -> None:
     now = time.monotonic()
-    expired = [(deadline, kind, seconds) for deadline, kind, seconds in _active if deadline <= now]
+    expired = [entry for entry in _active if entry[0] <= now]  # `_raised` keys these by id
     if not expired:  # a stale alarm from a budget that has just ended: re-arm for the rest
         if _active:
             _arm(now)
@@ -83,7 +91,9 @@ def _on_alarm(signum: int, frame: FrameType | None) -> None:
     if frame is not None and frame.f_code in _BOOKKEEPING:
         return  # a block is ending; if it is not the overrun one, the retry raises
     # The innermost budget whose time is up is the one that was overrun.
-    _, kind, seconds = expired[-1]
+    overrun = expired[-1]
+    _raised.add(id(overrun))
+    _, kind, seconds = overrun
     raise BudgetExceeded(kind, seconds)
 
 
