@@ -16,6 +16,14 @@ import requests
 from browser.conftest import Visit
 
 LESSON = "?expression=(a%2Bb)*c&a=2&b=-3&c=10"
+SANITY_CHECK = (  # micrograd's test_sanity_check, as the playground's preset has it
+    "x = Value(-4.0)",
+    "z = 2 * x + 2 + x",
+    "q = z.relu() + z * x",
+    "h = (z * z).relu()",
+    "y = h + q + q * x",
+    "y.backward()",
+)
 
 
 def offers(base_url: str, path: str) -> bool:
@@ -317,26 +325,57 @@ def test_phone_width_has_no_sideways_scroll(visit: Visit) -> None:
     visit.screenshot("playground-phone.png", full_page=True)
 
 
+def _in_sight(visit: Visit, title: str) -> bool:
+    card, seen = visit.card(title).bounding_box(), visit.page.locator("#graph-frame").bounding_box()
+    return seen["x"] <= card["x"] and card["x"] + card["width"] <= seen["x"] + seen["width"]
+
+
 @pytest.mark.viewport(390, 844)
 def test_at_phone_width_stepping_brings_the_step_into_sight(visit: Visit) -> None:
-    # The graph is wider than a phone: its frame scrolls, and the output is off to the right.
+    # The graph is wider than a phone: its frame scrolls. The backward pass starts at the
+    # output, off to the right, so that is where the frame starts.
     visit.open(f"{LESSON}&step=0")
     frame = visit.page.locator("#graph-frame")
-    assert frame.evaluate("f => f.scrollWidth > f.clientWidth && f.scrollLeft === 0")
-
-    def in_sight(title: str) -> bool:
-        card, seen = visit.card(title).bounding_box(), frame.bounding_box()
-        return seen["x"] <= card["x"] and card["x"] + card["width"] <= seen["x"] + seen["width"]
-
-    assert not in_sight("(a+b)*c")
+    assert frame.evaluate("f => f.scrollWidth > f.clientWidth")
+    visit.until("document.querySelector('#graph-frame').scrollLeft > 0")
+    assert _in_sight(visit, "(a+b)*c") and not _in_sight(visit, "c")
     visit.page.locator("#step-forward").click()  # the output sends its gradient
     visit.until("new URLSearchParams(location.search).get('step') === '1'")
-    visit.until("document.querySelector('#graph-frame').scrollLeft > 0")
-    assert in_sight("(a+b)*c")
+    assert _in_sight(visit, "(a+b)*c")
     visit.page.locator("#step-forward").click()
     visit.until("new URLSearchParams(location.search).get('step') === '2'")
     visit.until("document.querySelector('#graph-frame').scrollLeft === 0")
-    assert in_sight("c")
+    assert _in_sight(visit, "c")
+    # The forward pass computes its way to the output, and starts at the inputs.
+    visit.page.locator("[data-pass=forward]").click()
+    visit.page.locator("#step-forward").click()
+    visit.page.locator("#step-forward").click()
+    visit.until("document.querySelector('#caption').textContent.includes('done: f = -10.')")
+    visit.until("document.querySelector('#graph-frame').scrollLeft > 0")
+    assert _in_sight(visit, "(a+b)*c")
+    visit.page.locator("#step-back").click()
+    visit.page.locator("#step-back").click()
+    visit.until("document.querySelector('#graph-frame').scrollLeft === 0")
+    assert _in_sight(visit, "a")
+
+
+def test_a_program_wider_than_the_frame_starts_the_backward_pass_at_its_output(
+    visit: Visit,
+) -> None:
+    # micrograd's sanity check is wider than the frame at 1280 pixels: the pass starts where
+    # the caption says, at the output, and the forward pass ends there, named as the program
+    # names it.
+    program = "\n".join(SANITY_CHECK)
+    visit.open("?" + urlencode({"expression": program}))
+    visit.until("document.querySelector('#graph-frame').scrollLeft > 0")
+    assert _in_sight(visit, "y") and not _in_sight(visit, "x")
+    visit.page.locator("[data-pass=forward]").click()
+    visit.until("document.querySelector('#graph-frame').scrollLeft === 0")
+    assert _in_sight(visit, "x")
+    visit.open("?" + urlencode({"expression": program, "pass": "forward", "step": "end"}))
+    visit.until("document.querySelector('#caption').textContent.includes('done: y = -20.')")
+    visit.until("document.querySelector('#graph-frame').scrollLeft > 0")
+    assert _in_sight(visit, "y")
 
 
 def test_a_long_name_is_shortened_to_fit_its_card(visit: Visit) -> None:

@@ -159,10 +159,10 @@ export function layout(graph, gap) {
   const byColumn = Array.from({ length: width }, () => []);
   itemColumn.forEach((c, item) => byColumn[c].push(item));
   const rank = new Array(itemColumn.length).fill(0);
-  const place = () => {
-    for (const ids of byColumn) ids.forEach((id, i) => (rank[id] = i - (ids.length - 1) / 2));
-  };
-  place();
+  // Only the column just ordered moves: placing every column after each would make the sweeps
+  // quadratic in a long chain's length.
+  const place = (ids) => ids.forEach((id, i) => (rank[id] = i - (ids.length - 1) / 2));
+  byColumn.forEach(place);
   const centre = (ids) => ids.reduce((sum, id) => sum + rank[id], 0) / ids.length;
   const order = (ids, neighbours) => {
     const keyed = ids.map((id, i) => {
@@ -175,11 +175,11 @@ export function layout(graph, gap) {
   for (let sweep = 0; sweep < SWEEPS; sweep += 1) {
     for (let c = 1; c < width; c += 1) {
       byColumn[c] = order(byColumn[c], left);
-      place();
+      place(byColumn[c]);
     }
     for (let c = width - 2; c >= 0; c -= 1) {
       byColumn[c] = order(byColumn[c], right);
-      place();
+      place(byColumn[c]);
     }
   }
   // Heights: the first column evenly spaced; each item level with the middle of its neighbours
@@ -249,6 +249,7 @@ const TITLE_CHAR = 7.85;
 const TAG_CHAR = 5.2;
 const HEAD_ROOM = CARD_W - 18; // from the title's start to the tag's end
 const HEAD_GAP = 3; // between the two
+const MAX_TITLE_SOURCE = 200; // code points of source text a title is looked for in
 
 // The room a corner tag takes from the title, with the gap between them.
 function tagWidth(tagText) {
@@ -260,15 +261,18 @@ function headFits(titleText, tagText) {
 }
 
 // A card's title: the node's name, else the source text it stands for (as the lessons say
-// "(a+b)"), else its operator.
-function title(node, source, owner) {
+// "(a+b)"), else its operator. `characters` is the source's code points, as spans count them.
+function title(node, characters, owner) {
   if (node.name) return node.name;
   // In the primitive view `a / b` is `a * b**-1`, both with the division's text: it titles
   // the node that computes it, the last; `b**-1` is titled by its operator.
   if (node.kind !== "operation" || !node.span || owner.get(String(node.span)) !== node.id) {
     return node.label;
   }
-  const text = Array.from(source).slice(node.span[0], node.span[1]).join("").replace(/\s+/g, " ");
+  // Text far longer than a head holds cannot fit, even with its runs of space made one: not
+  // copied, as a long chain's nodes each span all the text before them.
+  if (node.span[1] - node.span[0] > MAX_TITLE_SOURCE) return node.label;
+  const text = characters.slice(node.span[0], node.span[1]).join("").replace(/\s+/g, " ");
   // Text across statements (it holds `=`), no text at all or text too long for the head says
   // less than the operator.
   const readable = text.trim() !== "" && headFits(text, node.derived ? "derived" : "") && !text.includes("=");
@@ -418,6 +422,7 @@ export class GraphView {
     }
 
     const owner = new Map(graph.nodes.filter((n) => n.span).map((n) => [String(n.span), n.id]));
+    const characters = Array.from(source); // once: each card's title is a slice of it
     this.cards = graph.nodes.map((node) => {
       const { x, y } = position[node.id];
       const classes = ["node", node.kind];
@@ -427,7 +432,7 @@ export class GraphView {
       element("rect", { class: "card", width: CARD_W, height: CARD_H, rx: "8" }, group);
       element("path", { class: "card-head", d: `M 0 8 a 8 8 0 0 1 8 -8 h ${CARD_W - 16} a 8 8 0 0 1 8 8 v ${HEAD_H - 8} h ${-CARD_W} z` }, group);
       const name = element("text", { class: "card-title", x: "10", y: "15.5" }, group);
-      const full = title(node, source, owner);
+      const full = title(node, characters, owner);
       const badge = element("text", { class: "card-tag", x: String(CARD_W - 8), y: "15", "text-anchor": "end" }, group);
       badge.textContent = tag(node, full);
       name.textContent = shown(full, badge.textContent);
@@ -557,7 +562,7 @@ export class GraphView {
       edge.box.setAttribute("height", String(edge.height));
     });
     this.placeLabels(options.local ? this.expansions : []);
-    this.follow(view.activeNodes);
+    this.follow(view.inSight);
   }
 
   // Where the frame scrolls sideways (a phone, a graph wider than the page), the nodes of a new

@@ -198,7 +198,7 @@ function showShape() {
   const known = (node) => (node.kind === "variable" ? state.bindings[node.name ?? node.label] : null);
   const values = shape.graph.nodes.map((node) => formatNumber(known(node)));
   const grads = shape.graph.nodes.map(() => "--");
-  const none = { labels: new Map(), locals: new Map(), activeNodes: new Set(), activeEdges: new Set() };
+  const none = { labels: new Map(), locals: new Map(), activeNodes: new Set(), activeEdges: new Set(), inSight: new Set() };
   graph.show({ values, grads, ...none }, { local: false });
   $("caption").textContent = t("noValues");
   transport(false); // no pass to step through

@@ -26,6 +26,7 @@ export function clampStep(evaluation, pass, step) {
 // and every edge label is shown whatever the step.
 export function viewAt(evaluation, pass, step, final) {
   const nodes = evaluation.graph.nodes;
+  const root = nodes[evaluation.graph.root];
   const view = {
     values: nodes.map((n) => formatNumber(n.value)),
     grads: nodes.map(() => HIDDEN),
@@ -33,6 +34,7 @@ export function viewAt(evaluation, pass, step, final) {
     locals: new Map(),
     activeNodes: new Set(),
     activeEdges: new Set(),
+    inSight: new Set(), // what a frame narrower than the graph scrolls to: see below
     caption: null,
   };
   for (const node of nodes) {
@@ -64,7 +66,7 @@ export function viewAt(evaluation, pass, step, final) {
     }
     if (step === 0) view.caption = { key: "forwardStart" };
     if (step === operations.length) {
-      view.caption = { key: "forwardDone", params: { value: formatNumber(evaluation.value) } };
+      view.caption = { key: "forwardDone", params: { output: root.name ?? "f", value: formatNumber(evaluation.value) } };
       view.activeNodes.clear();
       view.activeEdges.clear();
     }
@@ -86,6 +88,11 @@ export function viewAt(evaluation, pass, step, final) {
       }
     }
   }
+  // The moment's nodes, or where none is active, what the caption speaks of: the output where
+  // the backward pass starts and the forward pass ends, the inputs where the others start or end.
+  const atOutput = pass === "backward" ? step === 0 : view.caption?.key === "forwardDone";
+  const inputs = nodes.filter((node) => node.kind === "variable").map((node) => node.id);
+  view.inSight = view.activeNodes.size ? view.activeNodes : new Set(atOutput ? [root.id] : inputs);
   if (final) {
     nodes.forEach((node) => (view.grads[node.id] = formatNumber(node.grad)));
     evaluation.backward.forEach((entry) => {
