@@ -33,6 +33,7 @@ from service.api.config import (
     symbolic_limits,
 )
 from service.api.request import NonFiniteNumber
+from service.api.schemas import IDENTIFIER_PATTERN
 from service.derivatives import Differentiator, SymbolicLimits
 from service.errors import AutogradError, line_feeds
 from service.evaluator import DEFAULT_GRANULARITY, GRANULARITIES, Evaluator
@@ -86,6 +87,15 @@ def _binding(text: str) -> tuple[str, float | NonFiniteNumber | str]:
         # `1e400`: refused by the core as the HTTP API refuses the JSON number, saying why
         return name.strip(), NonFiniteNumber(value.strip(_JSON_WHITESPACE))
     return name.strip(), number
+
+
+def _name(text: str) -> str:
+    """`--output`: a name, as the HTTP API's `output` is one."""
+    if not re.fullmatch(IDENTIFIER_PATTERN, text):
+        raise argparse.ArgumentTypeError(
+            f"expected a name (a letter or _, then letters, digits or _), got {text!r}"
+        )
+    return text
 
 
 def _bindings(texts: Sequence[str]) -> dict[str, float | NonFiniteNumber | str]:
@@ -154,7 +164,9 @@ def _add_source_arguments(
         type=argparse.FileType("rb"),  # bytes, decoded below: `-` is then standard input's too
         help="read the expression or program from this file (- for standard input)",
     )
-    command.add_argument("--output", help="the program's name whose value is the output")
+    command.add_argument(
+        "--output", type=_name, help="the program's name whose value is the output"
+    )
 
 
 def _add_indent_argument(command: argparse.ArgumentParser, default: int) -> None:
@@ -381,6 +393,10 @@ def _tell_warnings(document: dict[str, Any], source: str) -> None:
         _tell("warning", warning["kind"], warning["message"], source, warning["span"])
 
 
+# Characters of a long line shown around its fault: a 20 MB line would otherwise be echoed whole.
+EXCERPT = 100
+
+
 def _tell(what: str, kind: str, message: str, source: str, span: Sequence[int] | None) -> None:
     """On standard error: what and where, with the line of the program at `span` underlined."""
     print(f"{what} ({kind}): {message}", file=sys.stderr)
@@ -391,9 +407,20 @@ def _tell(what: str, kind: str, message: str, source: str, span: Sequence[int] |
     line_start = text.rfind("\n", 0, start) + 1
     line_end = text.find("\n", start)
     line = text[line_start : None if line_end < 0 else line_end].rstrip("\r")
-    width = min(end, line_start + len(line)) - start
+    column = start - line_start
+    width = max(1, min(end, line_start + len(line)) - start)
+    if len(line) > EXCERPT:  # a window on the fault, with an ellipsis where the line goes on
+        first = max(0, min(column - EXCERPT // 3, len(line) - EXCERPT))
+        before = "…" if first else ""
+        after = "…" if first + EXCERPT < len(line) else ""
+        column = column - first + len(before)
+        line = before + line[first : first + EXCERPT] + after
+        width = min(width, len(line) - len(after) - column)
+    # The message names an invisible character; shown as one, the mark would point at nothing.
+    line = "".join(char if char.isprintable() or char == "\t" else "\N{REPLACEMENT CHARACTER}"
+                   for char in line)  # fmt: skip
     # A tab before the fault stays a tab, so the marks line up however wide the terminal's tabs are.
-    indent = "".join(char if char == "\t" else " " for char in line[: start - line_start])
+    indent = "".join(char if char == "\t" else " " for char in line[:column])
     underline = indent + "^" * max(1, width)
     print(f"  {line}\n  {underline}", file=sys.stderr)
 
@@ -412,10 +439,18 @@ def _stdout(data: bytes) -> int:
     except BrokenPipeError:
         # Python would report the pipe again when it flushes stdout at exit: point stdout at
         # /dev/null first. 141 is what a shell reports for a program ended by SIGPIPE.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        _discard_stdout()
         return 141
+    except OSError as error:  # a full disk, a closed descriptor
+        _discard_stdout()
+        print(f"error: cannot write standard output: {error.strerror}", file=sys.stderr)
+        return 2
     return 0
+
+
+def _discard_stdout() -> None:
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
 
 
 # -- python -m service sweep ------------------------------------------------------------------

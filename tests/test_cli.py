@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from conftest import LESSON, LESSON_GRADIENTS, LESSON_VALUE, at, make_app
 
-from service.cli import main
+from service.cli import EXCERPT, main
 
 ROOT = Path(__file__).resolve().parent.parent
 # The lesson, as typed on the command line.
@@ -233,6 +233,60 @@ def test_the_underline_keeps_the_tabs_before_the_fault(
     program.write_text("a = Value(2.0)\n\tb = a +* 3\n")
     assert main(["eval", "-f", str(program)]) == 2
     assert capsys.readouterr().err.splitlines()[1:] == ["  \tb = a +* 3", "  \t       ^"]
+
+
+def test_a_long_line_is_shown_around_its_fault(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    program = tmp_path / "program.py"
+    program.write_text("y = " + " + ".join(["a"] * 300) + " +* 3\n")
+    assert main(["eval", "-f", str(program), "a=1"]) == 2
+    _message, line, marks = capsys.readouterr().err.splitlines()
+    assert len(line) <= EXCERPT + 4  # the indent and an ellipsis at each end
+    assert line.startswith("  …") and line.endswith("+* 3")
+    assert line[marks.index("^") :].startswith("*")  # the mark is still under the fault
+
+
+def test_a_huge_line_is_not_echoed_whole(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    program = tmp_path / "program.py"
+    program.write_text("# " + "c" * 300_000 + "\n")  # past the longest expression allowed
+    assert main(["eval", "-f", str(program)]) == 2
+    error = capsys.readouterr().err
+    assert "expression_too_long" in error
+    assert len(error) < 500
+
+
+def test_an_invisible_character_is_shown_where_the_mark_points(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    program = tmp_path / "program.py"
+    program.write_text("x = Value(1.0)\ny = x\u200b * 2\n")
+    assert main(["eval", "-f", str(program)]) == 2
+    _message, line, marks = capsys.readouterr().err.splitlines()
+    assert (line, marks) == ("  y = x\N{REPLACEMENT CHARACTER} * 2", "       ^")
+
+
+@pytest.mark.parametrize("output", ["", " ", "a b", "2y"])
+def test_an_output_that_is_not_a_name_is_a_usage_error(
+    output: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["eval", "y = x * 2", "x=1", "--output", output])
+    assert exit_.value.code == 2
+    expected = "expected a name (a letter or _, then letters, digits or _)"
+    assert f"argument --output: {expected}, got {output!r}" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_standard_output_that_cannot_be_written_is_said_so() -> None:
+    command = [sys.executable, "-m", "service", *LESSON_ARGV]
+    with open("/dev/full", "wb") as full:
+        done = subprocess.run(command, cwd=ROOT, stdout=full, stderr=subprocess.PIPE, timeout=60)
+    error = done.stderr.decode()
+    assert done.returncode == 2
+    assert error == "error: cannot write standard output: No space left on device\n"
 
 
 @pytest.mark.parametrize("step", ["0", "-1", "nan", "inf", "abc"])
