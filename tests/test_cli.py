@@ -226,22 +226,26 @@ def test_an_unused_assignment_is_a_warning_on_standard_error(
         assert [w["name"] for w in json.loads(out)["warnings"]] == ["u"]
 
 
+def refused(program: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    """Standard error of `eval -f` on a file holding `program`, which is refused."""
+    path = tmp_path / "program.py"
+    path.write_text(program)
+    assert main(["eval", "-f", str(path), "a=1"]) == 2
+    return capsys.readouterr().err
+
+
 def test_the_underline_keeps_the_tabs_before_the_fault(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    program = tmp_path / "program.py"
-    program.write_text("a = Value(2.0)\n\tb = a +* 3\n")
-    assert main(["eval", "-f", str(program)]) == 2
-    assert capsys.readouterr().err.splitlines()[1:] == ["  \tb = a +* 3", "  \t       ^"]
+    error = refused("a = Value(2.0)\n\tb = a +* 3\n", tmp_path, capsys)
+    assert error.splitlines()[1:] == ["  \tb = a +* 3", "  \t       ^"]
 
 
 def test_a_long_line_is_shown_around_its_fault(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    program = tmp_path / "program.py"
-    program.write_text("y = " + " + ".join(["a"] * 300) + " +* 3\n")
-    assert main(["eval", "-f", str(program), "a=1"]) == 2
-    _message, line, marks = capsys.readouterr().err.splitlines()
+    error = refused("y = " + " + ".join(["a"] * 300) + " +* 3\n", tmp_path, capsys)
+    _message, line, marks = error.splitlines()
     assert len(line) <= EXCERPT + 4  # the indent and an ellipsis at each end
     assert line.startswith("  …") and line.endswith("+* 3")
     assert line[marks.index("^") :].startswith("*")  # the mark is still under the fault
@@ -250,10 +254,8 @@ def test_a_long_line_is_shown_around_its_fault(
 def test_a_huge_line_is_not_echoed_whole(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    program = tmp_path / "program.py"
-    program.write_text("# " + "c" * 300_000 + "\n")  # past the longest expression allowed
-    assert main(["eval", "-f", str(program)]) == 2
-    error = capsys.readouterr().err
+    # past the longest expression allowed
+    error = refused("# " + "c" * 300_000 + "\n", tmp_path, capsys)
     assert "expression_too_long" in error
     assert len(error) < 500
 
@@ -261,10 +263,8 @@ def test_a_huge_line_is_not_echoed_whole(
 def test_an_invisible_character_is_shown_where_the_mark_points(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    program = tmp_path / "program.py"
-    program.write_text("x = Value(1.0)\ny = x\u200b * 2\n")
-    assert main(["eval", "-f", str(program)]) == 2
-    _message, line, marks = capsys.readouterr().err.splitlines()
+    error = refused("x = Value(1.0)\ny = x\u200b * 2\n", tmp_path, capsys)
+    _message, line, marks = error.splitlines()
     assert (line, marks) == ("  y = x\N{REPLACEMENT CHARACTER} * 2", "       ^")
 
 
