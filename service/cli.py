@@ -408,7 +408,7 @@ def _tell(what: str, kind: str, message: str, source: str, span: Sequence[int] |
     line_end = text.find("\n", start)
     line = text[line_start : None if line_end < 0 else line_end].rstrip("\r")
     column = start - line_start
-    width = max(1, min(end, line_start + len(line)) - start)
+    width = min(end, line_start + len(line)) - start
     if len(line) > EXCERPT:  # a window on the fault, with an ellipsis where the line goes on
         first = max(0, min(column - EXCERPT // 3, len(line) - EXCERPT))
         before = "…" if first else ""

@@ -272,11 +272,9 @@ def test_an_invisible_character_is_shown_where_the_mark_points(
 def test_an_output_that_is_not_a_name_is_a_usage_error(
     output: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with pytest.raises(SystemExit) as exit_:
-        main(["eval", "y = x * 2", "x=1", "--output", output])
-    assert exit_.value.code == 2
+    error = usage_error(["eval", "y = x * 2", "x=1", "--output", output], capsys)
     expected = "expected a name (a letter or _, then letters, digits or _)"
-    assert f"argument --output: {expected}, got {output!r}" in capsys.readouterr().err
+    assert f"argument --output: {expected}, got {output!r}" in error
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
@@ -293,10 +291,8 @@ def test_standard_output_that_cannot_be_written_is_said_so() -> None:
 def test_a_step_that_is_not_a_positive_finite_number_is_a_usage_error(
     step: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with pytest.raises(SystemExit) as exited:
-        main(["derivatives", "a * a", "a=2", "--h", step])
-    assert exited.value.code == 2
-    assert f"the step must be a positive finite number, got '{step}'" in capsys.readouterr().err
+    error = usage_error(["derivatives", "a * a", "a=2", "--h", step], capsys)
+    assert f"the step must be a positive finite number, got '{step}'" in error
 
 
 def test_a_file_that_cannot_be_written_is_said_so(

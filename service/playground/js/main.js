@@ -9,7 +9,7 @@ import { language, setLanguage, t, translatePage } from "./i18n.js";
 import { Panels } from "./panels.js";
 import { Sliders } from "./sliders.js";
 import { defaultRange, LANGUAGES, PRESETS, readState, writeState } from "./state.js";
-import { clampStep, stepCount, viewAt } from "./timeline.js";
+import { clampStep, outputName, stepCount, viewAt } from "./timeline.js";
 
 const PLAY_INTERVAL_MS = 1100;
 const URL_WRITE_MS = 250;
@@ -292,9 +292,8 @@ function render() {
   $("step-count").textContent = t("stepCount", { n: step, total: count });
   const view = viewAt(evaluation, state.pass, step, state.final);
   graph.show(view, { local: state.local });
-  const root = evaluation.graph.nodes[evaluation.graph.root];
-  const shownValue = view.values[root.id];
-  $("result").textContent = `${root.name ?? "f"} = ${shownValue === "--" ? "?" : formatNumber(evaluation.value)}`;
+  const shownValue = view.values[evaluation.graph.root];
+  $("result").textContent = `${outputName(evaluation.graph)} = ${shownValue === "--" ? "?" : formatNumber(evaluation.value)}`;
   const params = { ...view.caption?.params };
   if (params.node !== undefined) params.node = graph.titleOf(params.node);
   let caption = view.caption ? t(view.caption.key, params) : "";

@@ -21,12 +21,16 @@ export function clampStep(evaluation, pass, step) {
   return Math.max(0, Math.min(count, step));
 }
 
+// What the page calls a graph's output: the name the program gives it, else f.
+export function outputName(graph) {
+  return graph.nodes[graph.root].name ?? "f";
+}
+
 // Everything the graph and the caption need at `step` of `pass` (the caption names its node by
 // id; the graph knows what the node's card is called). With `final`, every gradient
 // and every edge label is shown whatever the step.
 export function viewAt(evaluation, pass, step, final) {
   const nodes = evaluation.graph.nodes;
-  const root = nodes[evaluation.graph.root];
   const view = {
     values: nodes.map((n) => formatNumber(n.value)),
     grads: nodes.map(() => HIDDEN),
@@ -34,7 +38,6 @@ export function viewAt(evaluation, pass, step, final) {
     locals: new Map(),
     activeNodes: new Set(),
     activeEdges: new Set(),
-    inSight: new Set(), // what a frame narrower than the graph scrolls to: see below
     caption: null,
   };
   for (const node of nodes) {
@@ -66,7 +69,7 @@ export function viewAt(evaluation, pass, step, final) {
     }
     if (step === 0) view.caption = { key: "forwardStart" };
     if (step === operations.length) {
-      view.caption = { key: "forwardDone", params: { output: root.name ?? "f", value: formatNumber(evaluation.value) } };
+      view.caption = { key: "forwardDone", params: { output: outputName(evaluation.graph), value: formatNumber(evaluation.value) } };
       view.activeNodes.clear();
       view.activeEdges.clear();
     }
@@ -88,11 +91,13 @@ export function viewAt(evaluation, pass, step, final) {
       }
     }
   }
-  // The moment's nodes, or where none is active, what the caption speaks of: the output where
-  // the backward pass starts and the forward pass ends, the inputs where the others start or end.
+  // What a frame narrower than the graph scrolls to: the moment's nodes, or where none is
+  // active, what the caption speaks of: the output where the backward pass starts and the
+  // forward pass ends, the inputs where the others start or end.
   const atOutput = pass === "backward" ? step === 0 : view.caption?.key === "forwardDone";
-  const inputs = nodes.filter((node) => node.kind === "variable").map((node) => node.id);
-  view.inSight = view.activeNodes.size ? view.activeNodes : new Set(atOutput ? [root.id] : inputs);
+  if (view.activeNodes.size) view.inSight = view.activeNodes;
+  else if (atOutput) view.inSight = new Set([evaluation.graph.root]);
+  else view.inSight = new Set(nodes.filter((node) => node.kind === "variable").map((node) => node.id));
   if (final) {
     nodes.forEach((node) => (view.grads[node.id] = formatNumber(node.grad)));
     evaluation.backward.forEach((entry) => {
