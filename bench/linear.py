@@ -8,7 +8,9 @@ A program is also set beside the equivalent expression: it must cost no more per
 
 from __future__ import annotations
 
+import io
 import json
+import tokenize
 from collections.abc import Callable
 from typing import Any
 
@@ -174,11 +176,21 @@ def _sum_program(steps: int, terms: int) -> str:
     return "\n".join(lines)
 
 
+def _tokens(text: str) -> int:
+    """The tokens of `text` as Python reads it (names, numbers, operators, line ends): the bench's
+    own count of how much there is to read, independent of the parser it measures."""
+    skipped = {tokenize.ENCODING, tokenize.ENDMARKER, tokenize.NL, tokenize.COMMENT}
+    readline = io.StringIO(text).readline
+    return sum(token.type not in skipped for token in tokenize.generate_tokens(readline))
+
+
 def _program_beside_expression(report: Report, rounds: int) -> None:
     """The same graph written as a program and as one expression: cost per node side by side.
 
-    The whole request, and what follows the parse (compile, evaluate, document): a program's
-    statements and names are more text to read than the expression, and nothing else.
+    The whole request, what follows the parse (compile, evaluate, document), the parse per token
+    of text, and a request the cache answers (the same text again with other bindings, as a
+    slider sends it): a program's statements and names are more text to read than the
+    expression, and nothing else.
     """
     n = 2_000
     # `a * a + b * a + ... + b * a + b` parses as the sum ((a * a + b * a) + b * a) ... + b: a
@@ -187,8 +199,10 @@ def _program_beside_expression(report: Report, rounds: int) -> None:
     expression = "a" + " * a + b" * steps
     programs = {terms: _sum_program(steps, terms) for terms in (1, 4)}
     bindings = {"a": 0.5, "b": 0.25}
+    slid = {"a": 0.75, "b": -0.5}  # what the cache is asked for: the text again, other bindings
     limits = DEFAULT_LIMITS
     evaluator = Evaluator(limits, cache_size=0)
+    cached = Evaluator(limits)
 
     def graph(text: str) -> list[tuple[str, list[int]]]:
         nodes = evaluator.structure(text, "primitive")["graph"]["nodes"]
@@ -203,27 +217,48 @@ def _program_beside_expression(report: Report, rounds: int) -> None:
     for name, text in texts.items():
         variants[name] = lambda text=text: evaluator.evaluate(text, bindings, "primitive")
         variants[f"{name} parse"] = lambda text=text: parse(text, limits)
+        cached.evaluate(text, bindings, "primitive")  # in the cache from here on
+        variants[f"{name} cached"] = lambda text=text: cached.evaluate(text, slid, "primitive")
     # Three times the rounds: each is short, and the fastest of more is the least disturbed.
     samples = interleaved(variants, rounds=3 * rounds)
-    whole = {name: min(samples[name]) / nodes * 1e6 for name in texts}
-    after = {name: whole[name] - min(samples[f"{name} parse"]) / nodes * 1e6 for name in texts}
+    fastest = {name: min(times) for name, times in samples.items()}
+    whole = {name: fastest[name] / nodes * 1e6 for name in texts}
+    after = {name: whole[name] - fastest[f"{name} parse"] / nodes * 1e6 for name in texts}
+    per_token = {name: fastest[f"{name} parse"] / _tokens(text) for name, text in texts.items()}
+    hit = {name: fastest[f"{name} cached"] for name in texts}
     rows = [
-        [terms, program.count("\n") + 1, len(program), whole["expression"], whole[name],
-         whole[name] / whole["expression"], after[name] / after["expression"]]
+        [terms, program.count("\n") + 1, len(program), _tokens(program), whole["expression"],
+         whole[name], whole[name] / whole["expression"], after[name] / after["expression"],
+         per_token[name] / per_token["expression"], hit[name] / hit["expression"]]
         for terms, program in programs.items()
         for name in [f"program/{terms}"]
     ]  # fmt: skip
     table(
-        f"A program beside the equivalent expression ({len(expression):,} characters, {nodes:,} "
-        "nodes): microseconds per graph node of a whole request in process (primitive "
-        "granularity, cache off, fastest of interleaved runs), and the same ratio after the parse",
-        ["products per statement", "statements", "characters", "expression", "program",
-         "program / expression", "after the parse"],
+        f"A program beside the equivalent expression ({len(expression):,} characters, "
+        f"{_tokens(expression):,} tokens, {nodes:,} nodes): microseconds per graph node of a "
+        "whole request in process (primitive granularity, cache off, fastest of interleaved "
+        "runs); the program's cost over the expression's for the whole request, after the "
+        "parse, for the parse per token of text, and for a request the cache answers",
+        ["products per statement", "statements", "characters", "tokens", "expression",
+         "program", "program / expression", "after the parse", "parse per token",
+         "cache hit"],
         rows,
     )  # fmt: skip
     report.verdict(
         "program / equivalent expression, cost per node (a product per statement)",
         whole["program/1"] / whole["expression"],
+        "<=",
+        1.1,
+    )
+    report.verdict(
+        "program / equivalent expression, parse per token (a product per statement)",
+        per_token["program/1"] / per_token["expression"],
+        "<=",
+        1.1,
+    )
+    report.verdict(
+        "program / equivalent expression, cache hit per node (a product per statement)",
+        hit["program/1"] / hit["expression"],
         "<=",
         1.1,
     )
