@@ -13,6 +13,7 @@ then not enforced, and says so through `enforced()`.
 from __future__ import annotations
 
 import contextlib
+import gc
 import signal
 import threading
 import time
@@ -27,10 +28,12 @@ _active: list[tuple[float, str, float]] = []
 
 # An exception raised where Python ignores exceptions (a `__del__`, a weakref or gc callback, all
 # of which can be running when the signal arrives) is lost, and the work would go on unbounded:
-# until a block's `finally` replaces it, the alarm fires again this many seconds later.
+# until a block's `finally` replaces it, the alarm fires again this many seconds later. Inside a
+# gc callback, which the handler can recognise, it is not raised at all, only left to the retry.
 _RETRY = 0.05
-# The budgets (by `id` of their `_active` entry) whose overrun has been raised: one whose block
-# then ends as if nothing happened, before the alarm comes again, lost it, and raises it there.
+# The budgets (by `id` of their `_active` entry) whose overrun has been raised or left to the
+# retry: one whose block then ends as if nothing happened, before the alarm comes again, lost it,
+# and raises it there.
 _raised: set[int] = set()
 
 
@@ -93,8 +96,23 @@ def _on_alarm(signum: int, frame: FrameType | None) -> None:
     # The innermost budget whose time is up is the one that was overrun.
     overrun = expired[-1]
     _raised.add(id(overrun))
+    if frame is not None and _in_gc_callback(frame):
+        return  # raised here it would be lost, and reported: the retry or the block's end raises it
     _, kind, seconds = overrun
     raise BudgetExceeded(kind, seconds)
+
+
+def _in_gc_callback(frame: FrameType) -> bool:
+    """Whether `frame` runs inside a gc callback (a profiler's, a test tool's), where Python
+    ignores and reports what is raised."""
+    callbacks = {getattr(getattr(cb, "__func__", cb), "__code__", None) for cb in gc.callbacks}
+    callbacks.discard(None)
+    caller: FrameType | None = frame
+    while callbacks and caller is not None:
+        if caller.f_code in callbacks:
+            return True
+        caller = caller.f_back
+    return False
 
 
 # Where the alarm does not raise: the budget's own bookkeeping (entering and leaving a block), so

@@ -4,7 +4,9 @@ exception Python swallows (in a `__del__`, a gc callback) does not let the work 
 from __future__ import annotations
 
 import contextlib
+import gc
 import signal
+import sys
 import time
 from collections.abc import Iterator
 
@@ -107,3 +109,42 @@ def test_an_alarm_inside_a_finalizer_still_stops_the_work() -> None:
     with pytest.raises(BudgetExceeded), time_budget(0.05, "finalized"):
         SlowToDie()  # dropped at once: its __del__ runs now and outlasts the budget
         spin()
+
+
+@pytest.fixture
+def slow_collection() -> Iterator[list[object]]:
+    """A gc callback that outlasts a 0.05 s budget on every collection, as a profiler's might;
+    yields what Python reports as unraisable meanwhile."""
+
+    def callback(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            spin(0.2)
+
+    unraisable: list[object] = []
+    hook = sys.unraisablehook
+    sys.unraisablehook = unraisable.append
+    gc.callbacks.append(callback)
+    try:
+        yield unraisable
+    finally:
+        gc.callbacks.remove(callback)
+        sys.unraisablehook = hook
+
+
+def test_an_alarm_inside_a_gc_callback_stops_the_work_after_it(
+    slow_collection: list[object],
+) -> None:
+    with pytest.raises(BudgetExceeded) as stopped, time_budget(0.05, "collected"):
+        gc.collect()
+        spin()
+    assert stopped.value.kind == "collected"
+    assert slow_collection == []  # nothing raised where Python would have ignored it
+
+
+def test_an_alarm_inside_a_gc_callback_is_raised_when_the_block_ends_first(
+    slow_collection: list[object],
+) -> None:
+    with pytest.raises(BudgetExceeded) as stopped, time_budget(0.05, "collected"):
+        gc.collect()
+    assert stopped.value.kind == "collected"
+    assert slow_collection == []
