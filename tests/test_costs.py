@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import io
+import shutil
 import signal
 import subprocess
 import sys
@@ -132,6 +133,35 @@ def test_heavy_requests_wait_for_no_slot_but_are_refused(server: Path) -> None:
     assert client.post("/v1/gradients", json=HEAVY).status_code == 200
     # The slot is given back after the request: it can be taken again.
     assert client.post("/v1/gradients", json=HEAVY).status_code == 200
+
+
+needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz is not installed")
+
+
+@needs_dot
+def test_a_small_request_drawn_as_svg_takes_a_slot(server: Path) -> None:
+    """Graphviz may take seconds on a graph of a few hundred nodes, however short its text."""
+    client = make_app().test_client()
+    drawn = {**LESSON, "format": "svg"}
+    held = [_hold(server, 0), _hold(server, 1)]
+    _problem(client.post("/v1/gradients", json=drawn), 503, "service-busy")
+    graph = {"expression": LESSON["expression"], "format": "svg"}
+    _problem(client.post("/v1/graph", json=graph), 503, "service-busy")
+    # The same request answered as JSON, dot or mermaid draws nothing: it needs no slot.
+    for kind in ("json", "dot", "mermaid"):
+        assert client.post("/v1/gradients", json={**LESSON, "format": kind}).status_code == 200
+    held.pop().close()
+    response = client.post("/v1/gradients", json=drawn)
+    assert response.status_code == 200
+    assert response.mimetype == "image/svg+xml"
+
+
+@needs_dot
+def test_a_heavy_request_drawn_as_svg_takes_one_slot(server: Path) -> None:
+    held = _hold(server, 0)  # one of the two slots: the request's own body takes the other
+    response = make_app().test_client().post("/v1/gradients", json={**HEAVY, "format": "svg"})
+    assert response.status_code == 200
+    held.close()
 
 
 def test_a_chunked_heavy_body_counts_as_heavy(server: Path) -> None:

@@ -9,8 +9,10 @@ every endpoint without a view knowing about them:
 - **A share of the workers.** A request whose body is at least `HEAVY_REQUEST_BYTES` long may take
   seconds. At most `HEAVY_REQUEST_SLOTS` of them run at once across all workers of one server
   (by default one fewer than its workers), so at least one worker is always free for the small
-  requests of a lesson and for `/healthz`. A heavy request that finds no free slot is refused at
-  once with a 503 `service-busy` and `Retry-After`, rather than waiting while holding a worker.
+  requests of a lesson and for `/healthz`. A small request whose work may take seconds all the
+  same (a graph drawn as SVG by Graphviz) takes a slot for that work (`heavy_work`). A request
+  that finds no free slot is refused at once with a 503 `service-busy` and `Retry-After`, rather
+  than waiting while holding a worker.
 - **Response size.** A response body larger than `MAX_RESPONSE_BYTES` is replaced by a 422
   `response-too-large` problem, where the answer is computed from the client's input (the
   blueprint is `sized_by_input`): the service's own documents are never refused.
@@ -22,6 +24,7 @@ when its process dies, so a worker killed mid-request never keeps a slot.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import math
 import os
@@ -31,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from flask import Flask, Response, request
+from flask import Flask, Response, current_app, g, request
 
 from service.budget import time_budget
 from service.i18n import _, _n
@@ -130,12 +133,31 @@ class RequestCosts:
     def heavy_slot(self) -> Iterator[None]:
         # The body is read first (it is bounded by MAX_BODY_BYTES and cached for the view): its
         # length is what the work grows with, whether it came with a Content-Length or chunked.
-        heavy = len(request.get_data(cache=True)) >= self.heavy_bytes
-        slot = self.slots.acquire() if heavy else None
+        if len(request.get_data(cache=True)) >= self.heavy_bytes:
+            with self.heavy_work():
+                yield
+        else:
+            yield
+
+    @contextmanager
+    def heavy_work(self) -> Iterator[None]:
+        """A slot held for the block, unless the request holds one already."""
+        if g.get("heavy_slot_held"):
+            yield
+            return
+        slot = self.slots.acquire()
+        g.heavy_slot_held = True
         try:
             yield
         finally:
+            g.heavy_slot_held = False
             self.slots.release(slot)
+
+
+def heavy_work() -> contextlib.AbstractContextManager[None]:
+    """A heavy slot for work that may take seconds whatever the size of the request's body."""
+    costs: RequestCosts = current_app.extensions[EXTENSION]
+    return costs.heavy_work()
 
 
 def bounded(app: Flask, dispatch: Callable[[], Any]) -> Any:

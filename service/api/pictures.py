@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 import time
@@ -12,7 +13,7 @@ from typing import Any
 from flask import Flask, Response, current_app
 
 from service import pictures
-from service.api import evaluator, json_response, language
+from service.api import costs, evaluator, json_response, language
 from service.api.config import picture_rate
 from service.api.problems import problem_response
 from service.errors import AutogradError
@@ -95,10 +96,12 @@ def document_or_drawing(document: dict[str, Any], kind: str) -> Response:
     """The document as JSON, or its graph drawn as `dot`, `mermaid` or `svg`."""
     if kind == "json":
         return json_response(document)
-    if kind == "svg" and (refused := over_rate()) is not None:  # dot and mermaid are text
-        return refused
-    with _counted_if_drawn():
-        body = pictures.draw(document, kind, evaluator().limits)
+    # dot and mermaid are text; Graphviz may take seconds on a graph of a few hundred nodes
+    with costs.heavy_work() if kind == "svg" else contextlib.nullcontext():
+        if kind == "svg" and (refused := over_rate()) is not None:
+            return refused
+        with _counted_if_drawn():
+            body = pictures.draw(document, kind, evaluator().limits)
     return Response(body, mimetype=pictures.GRAPH_FORMATS[kind])
 
 

@@ -208,8 +208,9 @@ def _examples(status: int) -> dict[str, Any]:
 _DESCRIPTIONS = {
     HTTPStatus.SERVICE_UNAVAILABLE: (
         "Not now: the request ran past its time budget (`request-too-expensive`), or it is heavy "
-        "and every slot for heavy requests is taken (`service-busy`); a graph drawn as SVG may "
-        "also take Graphviz too long (`drawing-too-slow`). `Retry-After` says when to send it "
+        "(a large body, or a graph drawn as SVG) and every slot for heavy requests is taken "
+        "(`service-busy`); a graph drawn as SVG may also take Graphviz too long "
+        "(`drawing-too-slow`). `Retry-After` says when to send it "
         "again."
     ),
 }
