@@ -16,7 +16,8 @@ products of local derivatives, so one slip changes it in a way the graph predict
   forgotten) moves it by `(contribution - grad(node)) * d(node)/d(target)`.
 
 `d(x)/d(target)` is one forward-mode sweep from the target, so every candidate costs O(1) once the
-sweep is done. A symbolic answer is matched the same way at every sample point.
+sweep is done. A symbolic answer is matched the same way at every sample point, and where one of
+its own relus keeps one state at all of them, at points past that relu's kink too.
 """
 
 from __future__ import annotations
@@ -24,14 +25,16 @@ from __future__ import annotations
 import math
 import random
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import cache, cached_property
+from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from service.budget import time_budget
 from service.derivatives import DEFAULT_SYMBOLIC_LIMITS
-from service.engine import Value
+from service.engine import format_number
 from service.errors import (
     AnswerError,
     AutogradError,
@@ -45,6 +48,7 @@ from service.errors import (
 from service.evaluator import Compiled, Evaluator, run
 from service.i18n import DEFAULT_LOCALE, Message, _, _n, writes_decimal_comma
 from service.limits import Limits
+from service.operations import BY_NAME
 from service.parser import OPERATOR_LOOKALIKES, Node, ParsedExpression, parse
 
 if TYPE_CHECKING:  # sympy is imported only when a symbolic answer is judged
@@ -81,6 +85,16 @@ DIAGNOSIS_NODES = 300  # mistakes are looked for in graphs up to this size; beyo
 SIMPLIFY_SECONDS = 1.0  # sympy's simplification of one difference; past it, points decide
 SAMPLE_POINTS = 6  # points at which a symbolic answer must agree
 SAMPLE_TRIES = 40  # points drawn at most, since some fall outside the expression's domain
+# An answer's relu that keeps one state at every sample point is crossed along its inputs, from
+# the bindings and the first sample points, in steps of 1, 2 and 5 times a power of ten from 0.01
+# to 5e9 (a kink at a = 3 or at a = 1e6 alike, and the point named in round numbers), with at
+# most KINK_POINTS points past it per direction and KINK_TRIES in all, found in at most KINK_RUNS
+# runs of the answer (a long one with many inputs costs no more).
+KINK_BASES = 3
+KINK_STEPS = tuple(m * 10.0**e for e in range(-2, 10) for m in (1, 2, 5))
+KINK_POINTS = 3
+KINK_TRIES = 40
+KINK_RUNS = 1000
 SIMPLIFY_KIND = "simplification_too_slow"  # an inner budget: its overrun falls back to points
 CHECK_KIND = "check_too_expensive"
 # The refusals of answers that no schema can foresee: items the expression lacks, symbolic work
@@ -848,13 +862,63 @@ def warm_up() -> None:
         sympy.simplify(expression)
 
 
+def _variables_under(node: Node) -> list[str]:
+    """The inputs a subtree reads, in the order written."""
+    found: dict[str, None] = {}
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if current.kind == "variable":
+            found[current.name] = None
+        stack.extend(reversed(current.args))
+    return list(found)
+
+
+def _crossings(
+    answer: ParsedExpression, hidden: Mapping[Node, bool], bases: list[dict[str, float]]
+) -> Iterator[dict[str, float] | None]:
+    """Points along each input of the `hidden` relus' arguments (each with the state it kept at
+    every sample point), from each base outwards both ways in KINK_STEPS: a point where one of
+    them has the other state, at most KINK_POINTS per way, else None (one run of the answer)."""
+    inputs = list(dict.fromkeys(v for kink in hidden for v in _variables_under(kink)))
+    for base in bases:
+        for variable in inputs:
+            for direction in (1.0, -1.0):
+                crossed = 0
+                for step in KINK_STEPS:
+                    point = {**base, variable: base[variable] + direction * step}
+                    try:
+                        values = _values_of(answer, point)
+                    except DomainError:
+                        yield None
+                        continue
+                    if all((values[kink] > 0) == on for kink, on in hidden.items()):
+                        yield None
+                        continue
+                    yield point
+                    crossed += 1
+                    if crossed == KINK_POINTS:
+                        break
+
+
+def _forward_only(op: str, k: float | None, *operands: float) -> float:
+    """An operation's value alone, without the local derivatives a `Value` takes too: an answer
+    is a formula to compute, and `b + 0 * (a - 2) ** 0.5` has a value at a = 2, though its
+    square root has no derivative there."""
+    return BY_NAME[op].fold(k, *operands)
+
+
+def _values_of(answer: ParsedExpression, point: Mapping[str, float]) -> dict[Node, float]:
+    """Every tree node's value at `point`, or the `DomainError` of the first that has none."""
+    return run(answer, {v: point[v] for v in answer.variables}, operation=_forward_only)
+
+
 def _value_of(answer: ParsedExpression, point: Mapping[str, float]) -> float | None:
     """The answer's value at `point`; None where it is not defined or not finite."""
     try:
-        result = run(answer, {v: Value(point[v]) for v in answer.variables})[answer.root]
+        number = float(_values_of(answer, point)[answer.root])
     except DomainError:
         return None
-    number = result.data if isinstance(result, Value) else float(result)
     return number if math.isfinite(number) else None
 
 
@@ -864,7 +928,7 @@ def _undefined_at_bindings(
     """Feedback on a formula that cannot be computed at the bindings, where the derivative has a
     value: why, and where in the answer, as the engine says for an expression."""
     try:
-        run(answer, {v: Value(bindings[v]) for v in answer.variables})
+        _values_of(answer, bindings)
         reason: str = _("its value is not a finite number")
         span = (0, len(answer.text))
     except DomainError as error:
@@ -1184,7 +1248,71 @@ class _Symbolic:
         judged = self.at_points(answer, name)
         if judged is None:
             judged = _correct() if self.simplifies_to_zero(answer, name) else _incorrect()
+        elif judged["code"] == "correct":
+            judged = self.across_answer_kinks(answer, name) or judged
         item.feedback = judged
+
+    def across_answer_kinks(self, answer: ParsedExpression, name: str) -> dict[str, Any] | None:
+        """Feedback on an answer that agrees at the sample points but not past a kink of its
+        own; None when none is found.
+
+        The sample points lie on the expression's piece, and an answer's own relu may keep one
+        state at all of them: `b + relu(a - 3)` for d(a * b)/da agrees wherever a < 3. Along
+        each input of such a relu, from the bindings and from sample points, outwards in steps
+        growing to 1e9, the relu's other side is looked for on the expression's piece, where
+        the answer must still give the engine's gradient. A relu whose other side is not on the
+        piece (`relu(a)` where the expression's piece is a > 1) changes nothing there."""
+        kinks = [node.args[0] for node in answer.postorder() if node.op == "relu"]
+        if not kinks:
+            return None
+        samples = self.sample()
+        seen: dict[Node, set[bool]] = {kink: set() for kink in kinks}
+        for point, _document, _mistakes in samples:
+            with suppress(DomainError):
+                values = _values_of(answer, point)
+                for kink in kinks:
+                    seen[kink].add(values[kink] > 0)
+        hidden = {kink: states.pop() for kink, states in seen.items() if len(states) == 1}
+        if not hidden:
+            return None
+        bases = [point for point, _document, _mistakes in samples[:KINK_BASES]]
+        crossings = _crossings(answer, hidden, bases)
+        tried = 0
+        for crossing in islice(crossings, KINK_RUNS):
+            if crossing is None:
+                continue
+            mismatch = self.disagrees_at(answer, name, crossing)
+            if mismatch is not None:
+                return mismatch
+            tried += 1
+            if tried == KINK_TRIES:
+                break
+        return None
+
+    def disagrees_at(
+        self, answer: ParsedExpression, name: str, point: dict[str, float]
+    ) -> dict[str, Any] | None:
+        """Feedback naming `point` when it lies on the expression's piece and the answer is
+        not the derivative there; None otherwise."""
+        try:
+            document = self.evaluator.evaluate(self.expression, point, output=self.output)
+        except DomainError:
+            return None
+        if _relu_states(document) != self.piece:
+            return None
+        number, expected = _value_of(answer, point), document["gradients"][name]
+        if number is None or EQUIVALENT.within([expected]).accepts(number, expected):
+            return None
+        return _feedback(
+            "incorrect",
+            _(
+                "Not correct: at {point} the derivative is {expected}, and the formula gives "
+                "{value}. Look at where each relu of the formula turns on or off.",
+                point=", ".join(f"{v} = {format_number(x)}" for v, x in point.items()),
+                expected=format_number(expected),
+                value=format_number(number),
+            ),
+        )
 
     def simplifies_to_zero(self, answer: ParsedExpression, name: str) -> bool:
         """Whether sympy proves the answer equal to the derivative; False when it cannot tell."""
@@ -1216,6 +1344,8 @@ class _Symbolic:
             values.append(number)
             expected.append(document["gradients"][name])
             predicted.append(analysis.answers(target))
+        if len(values) == 1:  # defined at the bindings only: one point cannot tell either
+            return None
         mistakes = samples[0][2]  # the bindings', where every answer here is defined
         # A number (`0.333` for 1/3) is judged as numbers are; a formula by its equivalence.
         if not answer.variables:

@@ -41,13 +41,14 @@ Apply = Callable[..., Value | float]
 
 def run(
     parsed: ParsedExpression,
-    env: Mapping[str, Value],
+    env: Mapping[str, Value | float],
     locate: Callable[[Node], int | None] | None = None,
     *,
     operation: Apply = apply,
     constant: Callable[[float], Value | float] = float,
 ) -> dict[Node, Any]:
-    """Run the tree as Python would run the program, with `env` giving each input's `Value`.
+    """Run the tree as Python would run the program, with `env` giving each input's `Value`
+    (or number, for `operation`s on plain numbers).
 
     Python's own operator dispatch (`2 - a` calls `a.__rsub__(2)`) builds exactly micrograd's
     graph, and a shared tree node is run once, so its `Value` is shared as in Python. Returns

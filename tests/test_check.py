@@ -381,6 +381,12 @@ EQUIVALENT = [
     ("relu(a) * b", "b", "relu(a)"),
     ("relu(a) * a", "a", "2 * relu(a)"),
     ("a ** 0.5", "a", "0.5 / a ** 0.5"),
+    # A relu of the answer's own, whose other side changes nothing or lies off the piece.
+    ("relu(a) * b", "b", "relu(a) + relu(a - 5) - relu(a - 5)"),
+    ("a * b", "a", "b + 0 * relu(a - 3)"),
+    ("relu(a) * b", "a", "b * relu(a) / a"),
+    # A square root with a value but no derivative at the bindings (a = 1).
+    ("a * b", "a", "b + 0 * (a - 1) ** 0.5"),
 ]
 
 NOT_EQUIVALENT = [
@@ -398,6 +404,13 @@ NOT_EQUIVALENT = [
     ("a * b", "a", "0.999 * b", "outside_tolerance"),
     ("(a + 1) ** 2", "a", "2*a", "incorrect"),
     ("relu(a - 2)", "a", "1", "dead_relu"),
+    # Right wherever the answer's own relu is off, which every sample point may be.
+    ("a * b", "a", "b + relu(a - 3)", "incorrect"),
+    ("a * b", "a", "b + relu(a - 1e6)", "incorrect"),
+    ("a * b", "a", "b - relu(-a - 1e6)", "incorrect"),
+    ("a * b", "a", "b + relu(a * b - 100)", "incorrect"),
+    ("relu(a) * b", "b", "relu(a) + relu(a - 5)", "incorrect"),
+    ("relu(a + 1) * a", "a", "2*a + 1 + relu(a - 5)", "incorrect"),
 ]
 
 
@@ -416,6 +429,25 @@ def test_non_equivalent_symbolic_answers_name_the_mistake(
     result = feedback(expression, bindings, {"derivatives": {name: answer}}, f"derivatives.{name}")
     assert result["verdict"] == "incorrect", result
     assert result["feedback"]["code"] == code, result
+
+
+def test_a_relu_of_the_answer_is_crossed_and_the_point_named() -> None:
+    # At a = 1 and every sample point relu(a - 3) is off, and the answer agrees: past a = 3 it
+    # does not, and the feedback says where, in round numbers.
+    answers = {"derivatives": {"a": "b + relu(a - 3)"}}
+    result = feedback("a * b", {"a": 1, "b": 2}, answers, "derivatives.a")
+    assert result["verdict"] == "incorrect"
+    assert result["feedback"]["message"] == (
+        "Not correct: at a = 6, b = 2 the derivative is 2, and the formula gives 5. Look at "
+        "where each relu of the formula turns on or off."
+    )
+
+
+def test_an_answer_defined_at_the_bindings_only_is_left_to_sympy() -> None:
+    # b + 0 at a = 1, and not a real number anywhere else: one point cannot tell.
+    answers = {"derivatives": {"a": "b + (a - 1) ** 0.5 * (1 - a) ** 0.5"}}
+    result = feedback("a * b", {"a": 1, "b": 1}, answers, "derivatives.a")
+    assert result["verdict"] == "incorrect"
 
 
 HOSTILE_SYMBOLIC = [
