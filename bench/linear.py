@@ -224,10 +224,11 @@ def _program_beside_expression(report: Report, rounds: int) -> None:
     fastest = {name: min(times) for name, times in samples.items()}
     whole = {name: fastest[name] / nodes * 1e6 for name in texts}
     after = {name: whole[name] - fastest[f"{name} parse"] / nodes * 1e6 for name in texts}
-    per_token = {name: fastest[f"{name} parse"] / _tokens(text) for name, text in texts.items()}
+    tokens = {name: _tokens(text) for name, text in texts.items()}
+    per_token = {name: fastest[f"{name} parse"] / tokens[name] for name in texts}
     hit = {name: fastest[f"{name} cached"] for name in texts}
     rows = [
-        [terms, program.count("\n") + 1, len(program), _tokens(program), whole["expression"],
+        [terms, program.count("\n") + 1, len(program), tokens[name], whole["expression"],
          whole[name], whole[name] / whole["expression"], after[name] / after["expression"],
          per_token[name] / per_token["expression"], hit[name] / hit["expression"]]
         for terms, program in programs.items()
@@ -235,7 +236,7 @@ def _program_beside_expression(report: Report, rounds: int) -> None:
     ]  # fmt: skip
     table(
         f"A program beside the equivalent expression ({len(expression):,} characters, "
-        f"{_tokens(expression):,} tokens, {nodes:,} nodes): microseconds per graph node of a "
+        f"{tokens['expression']:,} tokens, {nodes:,} nodes): microseconds per graph node of a "
         "whole request in process (primitive granularity, cache off, fastest of interleaved "
         "runs); the program's cost over the expression's for the whole request, after the "
         "parse, for the parse per token of text, and for a request the cache answers",

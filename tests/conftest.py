@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,8 @@ LESSON_GRADIENTS = {"a": 10, "b": 10, "c": -1}
 JSON = {"Content-Type": "application/json"}
 PROBLEM = "application/problem+json"
 CYRILLIC = re.compile("[\u0400-\u04ff]")  # a Russian sentence has these letters, others none
+# Tests that draw with Graphviz's `dot`, which `make test` installs and a bare machine may lack.
+needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz is not installed")
 # libyaml's safe loader where PyYAML has it: a tenth of the pure-Python loader's time on the spec.
 SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import fcntl
 import io
-import shutil
 import signal
 import subprocess
 import sys
@@ -13,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import COSTLY, LESSON, LESSON_VALUE, make_app
+from conftest import COSTLY, LESSON, LESSON_VALUE, make_app, needs_dot
 
 from service.api import costs
 from service.api.config import DEFAULTS, SETTINGS
@@ -133,9 +132,6 @@ def test_heavy_requests_wait_for_no_slot_but_are_refused(server: Path) -> None:
     assert client.post("/v1/gradients", json=HEAVY).status_code == 200
     # The slot is given back after the request: it can be taken again.
     assert client.post("/v1/gradients", json=HEAVY).status_code == 200
-
-
-needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz is not installed")
 
 
 @needs_dot

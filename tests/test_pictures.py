@@ -3,7 +3,6 @@ and graphs drawn as dot, mermaid and svg in the style of micrograd's draw_dot.""
 
 from __future__ import annotations
 
-import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -11,6 +10,7 @@ from urllib.parse import quote
 
 import numpy as np
 import pytest
+from conftest import needs_dot
 from flask.testing import FlaskClient
 from matplotlib.figure import Figure
 
@@ -35,7 +35,6 @@ GRID = {
         {"name": "y", "from": -1, "to": 1, "points": 20},
     ],
 }
-needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz is not installed")
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import math
 import threading
 import time
@@ -96,13 +95,16 @@ def document_or_drawing(document: dict[str, Any], kind: str) -> Response:
     """The document as JSON, or its graph drawn as `dot`, `mermaid` or `svg`."""
     if kind == "json":
         return json_response(document)
-    # dot and mermaid are text; Graphviz may take seconds on a graph of a few hundred nodes
-    with costs.heavy_work() if kind == "svg" else contextlib.nullcontext():
-        if kind == "svg" and (refused := over_rate()) is not None:
+    mimetype = pictures.GRAPH_FORMATS[kind]
+    if kind != "svg":  # dot and mermaid are text, written in one pass: no picture, no slot
+        return Response(pictures.draw(document, kind, evaluator().limits), mimetype=mimetype)
+    # Graphviz may take seconds on a graph of a few hundred nodes, however short the request.
+    with costs.heavy_work():
+        if (refused := over_rate()) is not None:
             return refused
         with _counted_if_drawn():
             body = pictures.draw(document, kind, evaluator().limits)
-    return Response(body, mimetype=pictures.GRAPH_FORMATS[kind])
+    return Response(body, mimetype=mimetype)
 
 
 def plot_response(
