@@ -49,7 +49,7 @@ from service.evaluator import Compiled, Evaluator, run
 from service.i18n import DEFAULT_LOCALE, Message, _, _n, writes_decimal_comma
 from service.limits import Limits
 from service.operations import BY_NAME
-from service.parser import OPERATOR_LOOKALIKES, Node, ParsedExpression, parse
+from service.parser import OPERATOR_LOOKALIKES, Node, ParsedExpression, parse, postorder
 
 if TYPE_CHECKING:  # sympy is imported only when a symbolic answer is judged
     import sympy
@@ -862,25 +862,15 @@ def warm_up() -> None:
         sympy.simplify(expression)
 
 
-def _variables_under(node: Node) -> list[str]:
-    """The inputs a subtree reads, in the order written."""
-    found: dict[str, None] = {}
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        if current.kind == "variable":
-            found[current.name] = None
-        stack.extend(reversed(current.args))
-    return list(found)
-
-
 def _crossings(
     answer: ParsedExpression, hidden: Mapping[Node, bool], bases: list[dict[str, float]]
 ) -> Iterator[dict[str, float] | None]:
     """Points along each input of the `hidden` relus' arguments (each with the state it kept at
     every sample point), from each base outwards both ways in KINK_STEPS: a point where one of
     them has the other state, at most KINK_POINTS per way, else None (one run of the answer)."""
-    inputs = list(dict.fromkeys(v for kink in hidden for v in _variables_under(kink)))
+    inputs = dict.fromkeys(
+        node.name for kink in hidden for node in postorder(kink) if node.kind == "variable"
+    )
     for base in bases:
         for variable in inputs:
             for direction in (1.0, -1.0):
@@ -1181,16 +1171,22 @@ class _Symbolic:
                         name: round(x * rng.uniform(0.75, 1.25) + rng.uniform(-0.05, 0.05), 6)
                         for name, x in self.at.items()
                     }
-                try:
-                    document = self.evaluator.evaluate(self.expression, point, output=self.output)
-                except DomainError:
-                    continue
-                if _relu_states(document) != self.piece:
+                document = self.on_piece_at(point)
+                if document is None:
                     continue
                 self.points.append((point, document, Mistakes(self.expression, document)))
                 if len(self.points) == 1 + SAMPLE_POINTS:
                     break
         return self.points
+
+    def on_piece_at(self, point: Mapping[str, float]) -> dict[str, Any] | None:
+        """The expression evaluated at `point`, if it is defined there and on the bindings'
+        piece; else None."""
+        try:
+            document = self.evaluator.evaluate(self.expression, point, output=self.output)
+        except DomainError:
+            return None
+        return document if _relu_states(document) == self.piece else None
 
     @cached_property
     def on_piece(self) -> sympy.Expr:
@@ -1259,7 +1255,7 @@ class _Symbolic:
         The sample points lie on the expression's piece, and an answer's own relu may keep one
         state at all of them: `b + relu(a - 3)` for d(a * b)/da agrees wherever a < 3. Along
         each input of such a relu, from the bindings and from sample points, outwards in steps
-        growing to 1e9, the relu's other side is looked for on the expression's piece, where
+        growing to 5e9, the relu's other side is looked for on the expression's piece, where
         the answer must still give the engine's gradient. A relu whose other side is not on the
         piece (`relu(a)` where the expression's piece is a > 1) changes nothing there."""
         kinks = [node.args[0] for node in answer.postorder() if node.op == "relu"]
@@ -1294,11 +1290,8 @@ class _Symbolic:
     ) -> dict[str, Any] | None:
         """Feedback naming `point` when it lies on the expression's piece and the answer is
         not the derivative there; None otherwise."""
-        try:
-            document = self.evaluator.evaluate(self.expression, point, output=self.output)
-        except DomainError:
-            return None
-        if _relu_states(document) != self.piece:
+        document = self.on_piece_at(point)
+        if document is None:
             return None
         number, expected = _value_of(answer, point), document["gradients"][name]
         if number is None or EQUIVALENT.within([expected]).accepts(number, expected):
