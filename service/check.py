@@ -607,6 +607,19 @@ def _not_a_number(what: Message) -> Unreadable:
     )
 
 
+def _out_of_range(answer: Any) -> Unreadable | None:
+    """The feedback on an integer too large for a double (10**400): finite, but no number the
+    engine computes with. None for any other answer."""
+    if not isinstance(answer, int) or isinstance(answer, bool) or _json_number(answer) != math.inf:
+        return None
+    return Unreadable(
+        _feedback(
+            "not_a_number",
+            _("This number is too large: an answer can be at most about 1.8e308 in size."),
+        )
+    )
+
+
 def _json_kind(value: Any) -> Message:
     if isinstance(value, bool):
         return _("true or false")
@@ -642,7 +655,7 @@ def read_number(answer: Any) -> float:
     if number is not None:
         if math.isfinite(number):
             return number
-        raise _not_a_number(_json_kind(math.inf))
+        raise _out_of_range(answer) or _not_a_number(_json_kind(math.inf))
     if not isinstance(answer, str):
         raise _not_a_number(_json_kind(answer))
     try:
@@ -673,6 +686,8 @@ def read_expression(answer: Any) -> ParsedExpression:
         return _parse_answer(answer, formula=True)
     number = _json_number(answer)
     if number is None or not math.isfinite(number):
+        if (too_large := _out_of_range(answer)) is not None:
+            raise too_large
         what = _json_kind(math.inf if number is not None else answer)
         raise Unreadable(
             _feedback(
