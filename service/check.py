@@ -1116,11 +1116,11 @@ def _relu_states(document: dict[str, Any]) -> tuple[bool, ...]:
 
 
 def _text(expression: sympy.Expr) -> str:
-    """A sympy expression as text a learner can read (`2*a`, `a*b + 1`, `0.1*b`), as
-    /v1/derivatives writes its formulas."""
+    """A sympy expression as text a learner can read (`2*a`, `a*b + 1`, `0.1*b`) and send back
+    as an answer."""
     from service import formulas
 
-    return formulas.text(expression)
+    return formulas.answer_text(expression)
 
 
 class _Symbolic:

@@ -358,6 +358,8 @@ def _solution(
         if group == "derivatives":
             import sympy
 
-            value = sympy.sstr(sympy.diff(parsed.sympy, sympy.Symbol(key, real=True)))
+            from service import formulas
+
+            value = formulas.answer_text(sympy.diff(parsed.sympy, formulas.symbol(key)))
         solution.setdefault(group, {})[key] = value
     return solution

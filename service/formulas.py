@@ -16,6 +16,7 @@ from typing import Any, cast
 
 import sympy
 from sympy.printing.latex import LatexPrinter
+from sympy.printing.precedence import PRECEDENCE
 from sympy.printing.str import StrPrinter
 
 from service.budget import time_budget
@@ -164,6 +165,29 @@ class _Text(StrPrinter):  # type: ignore[misc]  # sympy ships no types: its prin
         return f"Max(0, {self._print(expr.args[0])})"
 
 
+class _AnswerText(_Text):
+    """The formula in the answers' language, the service's own grammar, so that /v1/check reads
+    it back as an answer: e as `exp(1)`, relu as `relu`, and |x| and sign(x), which sympy makes
+    of `(x**2)**0.5` and its derivative, through the powers they came from."""
+
+    def _print_Exp1(self, expr: sympy.Expr) -> str:
+        return "exp(1)"
+
+    def _print_relu(self, expr: relu) -> str:
+        return f"relu({self._print(expr.args[0])})"
+
+    def _print_Abs(self, expr: sympy.Abs) -> str:
+        # Bracketed whole, as a function call is: it may be the base of a power, `Abs(c)**2.0`.
+        return f"(({self.parenthesize(expr.args[0], PRECEDENCE['Pow'])}**2)**0.5)"
+
+    def _print_sign(self, expr: sympy.sign) -> str:
+        # x/|x|: undefined at x = 0, where sympy's sign is 0, but no derivative is taken there
+        # either (the engine's `(x**2)**0.5` divides by 0).
+        x = expr.args[0]
+        numerator = self.parenthesize(x, PRECEDENCE["Mul"])
+        return f"({numerator}/({self.parenthesize(x, PRECEDENCE['Pow'])}**2)**0.5)"
+
+
 # A letter, or a lowercase Greek letter LaTeX has a command for, then perhaps digits: names
 # written as symbols.
 _GREEK = (
@@ -209,6 +233,12 @@ class _Latex(LatexPrinter):  # type: ignore[misc]  # sympy ships no types: its p
 def text(expression: sympy.Expr) -> str:
     """The formula in sympy's syntax, e.g. `c*Heaviside(a*b, 0)`."""
     return cast(str, _Text().doprint(expression))
+
+
+def answer_text(expression: sympy.Expr) -> str:
+    """The formula as an answer to /v1/check writes it, e.g. `b*exp(a*b)`: the revealed
+    `expected` of a derivative, which a learner may send back as it is."""
+    return cast(str, _AnswerText().doprint(expression))
 
 
 def latex(expression: sympy.Expr) -> str:

@@ -265,6 +265,30 @@ def test_expected_appears_only_with_reveal() -> None:
     assert expected["derivatives.a"] == "c"
 
 
+@pytest.mark.parametrize(
+    ("expression", "bindings", "expected"),
+    [
+        ("exp(a - a + 1) * a", {"a": 2}, "exp(1)"),  # sympy's E, which would read as a variable
+        ("(a**2)**0.5 * b", {"a": -2, "b": 3}, "1.0*b*(a/(a**2)**0.5)"),  # sign(a)
+        (
+            "((a*b)**2)**1.5",
+            {"a": -1, "b": 2},  # Abs(a)**2.0: a power of one
+            "3.0*((a**2)**0.5)**2.0*((b**2)**0.5)**3.0*(a/(a**2)**0.5)",
+        ),
+        ("log(a) * tanh(a)", {"a": 2}, "(1 - tanh(a)**2)*log(a) + tanh(a)/a"),
+    ],
+)
+def test_a_revealed_derivative_reads_back_as_a_correct_answer(
+    expression: str, bindings: dict[str, float], expected: str
+) -> None:
+    # `expected` is written in the answers' language, so a learner may send it back as it is.
+    shown = check(EVALUATOR, expression, bindings, {"derivatives": {"a": None}}, reveal=True)
+    revealed = next(r["expected"] for r in shown["results"] if r["item"] == "derivatives.a")
+    assert revealed == expected
+    result = feedback(expression, bindings, {"derivatives": {"a": revealed}}, "derivatives.a")
+    assert result["feedback"]["code"] == "correct"
+
+
 def test_the_tolerance_can_be_widened_or_narrowed() -> None:
     answers = {"gradients": {"a": 10.01}}
     wide = check(EVALUATOR, **LESSON, answers=answers, tolerance=Tolerance(relative=1e-2))

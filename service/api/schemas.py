@@ -937,7 +937,8 @@ class CheckItemSchema(Schema):
     feedback = _out(fields.Nested, "What to tell the learner.", FeedbackSchema)
     expected = _problem(
         fields.Raw,
-        "Only with `reveal: true`: the right answer, a number, or the derivative as text.",
+        "Only with `reveal: true`: the right answer: a number, or the derivative as an answer "
+        "writes it (`exp(1)` for e, `(a**2)**0.5` for |a|), which may be sent back as it is.",
     )
 
 
