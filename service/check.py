@@ -601,10 +601,11 @@ def _assignment(parsed: ParsedExpression) -> Unreadable:
     )
 
 
-def _not_a_number(what: Message) -> Unreadable:
-    return Unreadable(
-        _feedback("not_a_number", _("The answer must be a number, not {what}.", what=what))
-    )
+def _not_a_number(what: Message, position: dict[str, int] | None = None) -> Unreadable:
+    """`position`: where the text is that is not a number; a JSON value has no characters."""
+    where = {} if position is None else {"position": position}
+    message = _("The answer must be a number, not {what}.", what=what)
+    return Unreadable(_feedback("not_a_number", message, **where))
 
 
 def _out_of_range(answer: Any) -> Unreadable | None:
@@ -664,7 +665,8 @@ def read_number(answer: Any) -> float:
         # `ei tea`, `не знаю`: words, about which the grammar's hints (`write ei*tea`) would
         # mislead; one word the grammar reads is a variable, and is told so below.
         if _words(answer):
-            raise _not_a_number(_("words")) from None
+            words = (len(answer) - len(answer.lstrip()), len(answer.rstrip()))
+            raise _not_a_number(_("words"), _position(words, answer)) from None
         raise
     if parsed.variables:
         message = _n(
@@ -1232,6 +1234,8 @@ class _Symbolic:
         # derivative by one of them is 0, which `u - u` writes as well as `0`).
         strangers = [v for v in answer.variables if v not in self.parsed.input_set]
         computed = [name for name in strangers if name in self.parsed.assigned]
+        first = answer.first_use(computed or strangers)  # where the answer names one first
+        where = {} if first is None else {"position": _position(first, answer.text)}
         if computed:  # `2*h` where the program computes h = u + v
             item.feedback = _feedback(
                 "unknown_variable",
@@ -1241,6 +1245,7 @@ class _Symbolic:
                     names=", ".join(computed),
                     inputs=", ".join(self.parsed.inputs),
                 ),
+                **where,
             )
             return
         if strangers:
@@ -1252,6 +1257,7 @@ class _Symbolic:
                     len(strangers),
                     names=", ".join(strangers),
                 ),
+                **where,
             )
             return
         # The sample points decide, a wrong answer as cheaply as a right one; sympy only where

@@ -169,13 +169,18 @@ def test_an_answer_unreadable_even_in_plain_characters_is_told_its_own_mistake(
     assert results[0]["feedback"]["position"] == at(*position)
 
 
-@pytest.mark.parametrize("answer", ["ei tea", "не знаю", "I do not know"])
-def test_words_for_a_number_are_told_a_number_is_asked_for(answer: str) -> None:
+@pytest.mark.parametrize(
+    ("answer", "words"), [("ei tea", (0, 6)), (" не знаю", (1, 8)), ("I do not know ", (0, 13))]
+)
+def test_words_for_a_number_are_told_a_number_is_asked_for(
+    answer: str, words: tuple[int, int]
+) -> None:
     # Not the grammar's hint for two names side by side (`write ei*tea`).
     result = feedback(**_lesson_answer("gradients.a", answer))
     assert result["feedback"] == {
         "code": "not_a_number",
         "message": "The answer must be a number, not words.",
+        "position": at(*words),
     }
 
 
@@ -845,11 +850,23 @@ def test_any_input_may_appear_in_a_derivative_the_output_does_not_depend_on_it_o
 def test_a_name_that_is_no_input_of_the_program_is_an_unknown_variable() -> None:
     # t is assigned, not an input: no derivative can be written with it.
     program = "x = Value(1.0)\nt = u * 3\ny = x * x"
-    result = feedback(program, {}, {"derivatives": {"x": "t"}}, "derivatives.x")
+    result = feedback(program, {}, {"derivatives": {"x": "2*x + t"}}, "derivatives.x")
     assert result["feedback"] == {
         "code": "unknown_variable",
         "message": "The answer uses t, which the program computes: write the derivative in its "
         "inputs (x, u).",
+        "position": at(6, 7),
+    }
+
+
+def test_an_unknown_variable_is_pointed_at_where_the_answer_first_names_it() -> None:
+    result = feedback(
+        **LESSON, answers={"derivatives": {"a": "c + (q*d) + q"}}, item="derivatives.a"
+    )
+    assert result["feedback"] == {
+        "code": "unknown_variable",
+        "message": "The answer uses q, d, which are not variables of the expression.",
+        "position": at(5, 6),
     }
 
 

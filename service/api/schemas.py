@@ -919,8 +919,10 @@ class FeedbackSchema(Schema):
     message = _out(fields.String, "A sentence for the learner, in the response's language.")
     position = _problem(
         fields.Nested,
-        "Where in the answer text: the fault of an unparsable answer, the first variable of a "
-        "`not_a_number` one, the part of a formula that cannot be computed at the bindings.",
+        "Where in the answer text: the fault of an unparsable answer, the first variable (or "
+        "the words) of a `not_a_number` one, the first unknown name of an `unknown_variable` "
+        "one, the part of a formula that cannot be computed at the bindings. A JSON value that "
+        "is no text has none.",
         PositionSchema,
     )
 
