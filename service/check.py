@@ -48,7 +48,7 @@ from service.errors import (
 from service.evaluator import Compiled, Evaluator, run
 from service.i18n import DEFAULT_LOCALE, Message, _, _n, writes_decimal_comma
 from service.limits import Limits
-from service.operations import BY_NAME
+from service.operations import ANSWER_FUNCTIONS, BY_NAME
 from service.parser import OPERATOR_LOOKALIKES, Node, ParsedExpression, parse, postorder
 
 if TYPE_CHECKING:  # sympy is imported only when a symbolic answer is judged
@@ -95,6 +95,7 @@ KINK_STEPS = tuple(m * 10.0**e for e in range(-2, 10) for m in (1, 2, 5))
 KINK_POINTS = 3
 KINK_TRIES = 40
 KINK_RUNS = 1000
+_KINKED = ("relu", "Heaviside")  # an answer's operations with a kink where their input is 0
 SIMPLIFY_KIND = "simplification_too_slow"  # an inner budget: its overrun falls back to points
 CHECK_KIND = "check_too_expensive"
 # The refusals of answers that no schema can foresee: items the expression lacks, symbolic work
@@ -530,16 +531,17 @@ _PROGRAM_ONLY = re.compile(
 )
 
 
-# sympy's derivative of relu, as /v1/derivatives writes it (`b*Heaviside(a*b, 0)`).
+# sympy's derivative of relu, as /v1/derivatives writes it (`b*Heaviside(a*b, 0)`), spelt
+# otherwise: an answer takes it as sympy spells it.
 _HEAVISIDE = re.compile(r"(?i:heaviside)\s*\(")
 
 
 def _heaviside(span: Span, text: str) -> Unreadable:
     return _unreadable_at(
         _(
-            "Heaviside is not needed: write the derivative as it is at the bindings, where each "
-            "relu is either on (local derivative 1) or off (0), such as b rather than "
-            "b*Heaviside(a*b)."
+            "relu's derivative is written Heaviside(x), with a capital H: 1 where x > 0 and 0 "
+            "elsewhere, such as b*Heaviside(a*b). It is not needed either: at the bindings each "
+            "relu is on (local derivative 1) or off (0), so b is right there too."
         ),
         span,
         text,
@@ -711,7 +713,7 @@ def _parse_answer(text: str, formula: bool = False) -> ParsedExpression:
     and declarations), is the answer's feedback. `formula`: a derivative is asked for, not a
     number."""
     try:
-        parsed = parse(text, ANSWER_LIMITS)
+        parsed = parse(text, ANSWER_LIMITS, functions=ANSWER_FUNCTIONS if formula else ())
     except BudgetExceeded:  # the request's time is up: not the answer's fault
         raise
     except ExpressionError as error:
@@ -1130,8 +1132,9 @@ class _Symbolic:
     engine's gradients (exact derivatives) are compared with the answer's values.
 
     With relus the expression is piecewise, and its derivative is judged on the piece the
-    bindings lie on, which a learner can write: `b` for d relu(a*b)/da where a*b > 0, not
-    sympy's `b*Heaviside(a*b, 0)`, which no answer can. Every sample point lies on that piece.
+    bindings lie on, which a learner can write: `b` for d relu(a*b)/da where a*b > 0 (sympy's
+    `b*Heaviside(a*b, 0)` is right too, and revealed as `b`). Every sample point lies on that
+    piece.
     The piece is the engine's: which relus its forward pass found on, not what sympy makes of
     their inputs, since the two may add the same floats in different orders and land on
     opposite sides of 0 (`relu(a - b + c)` at a = 1.1, b = 0.1, c = -1 is off for the engine,
@@ -1279,7 +1282,7 @@ class _Symbolic:
         growing to 5e9, the relu's other side is looked for on the expression's piece, where
         the answer must still give the engine's gradient. A relu whose other side is not on the
         piece (`relu(a)` where the expression's piece is a > 1) changes nothing there."""
-        kinks = [node.args[0] for node in answer.postorder() if node.op == "relu"]
+        kinks = [node.args[0] for node in answer.postorder() if node.op in _KINKED]
         if not kinks:
             return None
         samples = self.sample()
@@ -1321,7 +1324,7 @@ class _Symbolic:
             "incorrect",
             _(
                 "Not correct: at {point} the derivative is {expected}, and the formula gives "
-                "{value}. Look at where each relu of the formula turns on or off.",
+                "{value}. Look at where each relu or Heaviside of the formula turns on or off.",
                 point=", ".join(f"{v} = {format_number(x)}" for v, x in point.items()),
                 expected=format_number(expected),
                 value=format_number(number),

@@ -93,6 +93,7 @@ _FOLDS: dict[str, Callable[..., float]] = {
     "/": _fold_quotient,
     "-": lambda operation, k, a, b: finite(a - b, "difference"),
     "neg": lambda operation, k, a: -a,
+    "Heaviside": lambda operation, k, a: operation.apply(k, a),  # on numbers only
 }
 
 
@@ -194,10 +195,25 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
 )  # fmt: skip
 
-BY_NAME: dict[str, Operation] = {op.name: op for op in OPERATIONS}
+# What an answer to /v1/check may write besides the language: relu's derivative, the step sympy
+# writes `Heaviside(x, 0)`. It is no operation of `Value`, so no expression or program has it.
+ANSWER_OPERATIONS: tuple[Operation, ...] = (
+    Operation(
+        "Heaviside", "Heaviside(a)  (or Heaviside(a, 0))", 1, False,
+        "Heaviside(a) = 1 if a > 0 else 0",
+        form="Heaviside({0}, 0)", grammar="call",
+        apply=lambda k, a: 1.0 if a > 0 else 0.0,
+        sympy_form=lambda s, k, a: s.heaviside(a),
+        local_grads=lambda k, out, a: (0.0,),
+        nodes=_frozen({"v": 1}),
+    ),
+)  # fmt: skip
+
+BY_NAME: dict[str, Operation] = {op.name: op for op in (*OPERATIONS, *ANSWER_OPERATIONS)}
 
 # The calls the grammar accepts: `name(argument)`, each a method of `Value`.
 FUNCTIONS: tuple[str, ...] = tuple(op.name for op in OPERATIONS if op.grammar == "call")
+ANSWER_FUNCTIONS: tuple[str, ...] = tuple(op.name for op in ANSWER_OPERATIONS)
 
 # Infix tokens, each with its binding power and operation: `**` binds tighter than a sign on
 # its left (`-a**2` is `-(a**2)`), a sign tighter than `*` and `/`, those tighter than `+`, `-`.

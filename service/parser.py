@@ -511,6 +511,7 @@ _EXACTLY: dict[str, Callable[..., int]] = {
 _STATEMENT_ENDS = ("newline", ";", "end")
 _ENDS_OR_COMMA = frozenset((*_STATEMENT_ENDS, ","))
 _DECLARE = "Value"  # `name = Value(number)` declares an input
+_STEP = "Heaviside"  # relu's derivative in an answer, which sympy writes Heaviside(x, 0)
 _METHODS = (*FUNCTIONS, "backward")
 # Modules whose functions share our functions' names: `math.exp(x)` is left after its import.
 _MODULES = frozenset(("math", "cmath", "numpy", "np", "torch", "F", "jax", "jnp", "sympy", "sp"))
@@ -540,9 +541,10 @@ _KEYWORD_STATEMENTS: dict[str, Message] = {
 class _Program:
     """Reads statements one after another, binding names to shared tree nodes."""
 
-    def __init__(self, text: str, limits: Limits) -> None:
+    def __init__(self, text: str, limits: Limits, functions: Collection[str] = ()) -> None:
         self.text = text
         self.limits = limits
+        self.functions = functions  # calls beyond the language's own: an answer's `Heaviside`
         self.stream = _Stream(text, limits)
         self.reader = _Expression(self)  # one for every expression: each starts it afresh
         self.bound: dict[str, Node] = {}  # what each assigned name refers to at this point
@@ -1445,7 +1447,7 @@ class _Expression:
 
     def call(self, token: Token, opening: Token) -> None:
         name = token.text
-        if name not in FUNCTIONS and name != _DECLARE:
+        if name not in FUNCTIONS and name != _DECLARE and name not in self.program.functions:
             raise _unknown_function(token, opening)
         if name == _DECLARE and self.declaring is None:
             raise ExpressionError(
@@ -1763,7 +1765,9 @@ class _Expression:
         # `arguments` counts the commas seen; one more argument ends at ')'.
         count = opener.arguments + 1
         span = (opener.start, closer.end)
-        if count != 1:
+        if count == 2 and opener.op == _STEP:
+            self.step_at_zero(span)
+        elif count != 1:
             raise _arity(opener, count, span)
         if opener.op == _DECLARE:
             value, written = self.operands.pop(), self.spans.pop()
@@ -1779,6 +1783,17 @@ class _Expression:
             self.spans.append(span)
             return
         self.apply(opener.op, 1, span)
+
+    def step_at_zero(self, span: Span) -> None:
+        """`Heaviside(x, 0)`, as sympy writes relu's derivative: its second argument is the
+        value at x = 0, which is relu's derivative there, 0, and nothing else."""
+        at_zero, written = self.operands.pop(), self.spans.pop()
+        if at_zero.kind != "constant" or at_zero.value != 0:
+            message = _(
+                "Heaviside's second argument is its value at 0, where relu's derivative is 0: "
+                "write Heaviside(x) or Heaviside(x, 0)"
+            )
+            raise ExpressionError("wrong_arity", message, written)
 
     def push(self, entry: _Pending) -> None:
         self.pending.append(entry)
@@ -1933,11 +1948,15 @@ def _variable_exponent(left: Node, exponent: Span) -> ExpressionError:
 
 
 def parse(
-    text: str, limits: Limits = DEFAULT_LIMITS, output: str | None = None
+    text: str,
+    limits: Limits = DEFAULT_LIMITS,
+    output: str | None = None,
+    functions: Collection[str] = (),
 ) -> ParsedExpression:
     """Parse untrusted `text` into a syntax tree, or raise an `ExpressionError` saying where.
 
     `output` names the program's output, overriding `name.backward()` and the last statement.
+    `functions` are calls taken besides the language's own, from `ANSWER_FUNCTIONS`.
     """
     if len(text) > limits.max_expression_length:
         raise LimitExceeded(
@@ -1953,7 +1972,7 @@ def parse(
         ).at(text)
     text = line_feeds(text)  # a lone carriage return is a line break, as in Python
     try:
-        return _Program(text, limits).parse(output)
+        return _Program(text, limits, functions).parse(output)
     except (ExpressionError, DomainError) as error:
         raise error.at(text) from None
 

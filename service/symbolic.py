@@ -41,6 +41,11 @@ def number(value: float) -> sympy.Expr:
 exp, log, tanh = sympy.exp, sympy.log, sympy.tanh
 
 
+def heaviside(x: sympy.Expr) -> sympy.Expr:
+    """relu's derivative, as an answer writes it: 0 at x = 0, the engine's convention."""
+    return sympy.Heaviside(x, 0)
+
+
 def from_tree(
     postorder: list[Node],
     root: Node,

@@ -468,7 +468,7 @@ def test_a_relu_of_the_answer_is_crossed_and_the_point_named() -> None:
     assert result["verdict"] == "incorrect"
     assert result["feedback"]["message"] == (
         "Not correct: at a = 6, b = 2 the derivative is 2, and the formula gives 5. Look at "
-        "where each relu of the formula turns on or off."
+        "where each relu or Heaviside of the formula turns on or off."
     )
 
 
@@ -492,7 +492,8 @@ HOSTILE_SYMBOLIC = [
     ("+".join(["a"] * 600), "unparsable"),  # more nodes than an answer may have
     ("x", "unknown_variable"),
     ("sqrt(a)", "unparsable"),
-    ("Heaviside(a)", "unparsable"),
+    ("Heaviside(a)", "incorrect"),  # relu's derivative, read as any formula is
+    ("Heaviside(a, a)", "unparsable"),
     ("1e999", "unparsable"),
     ("a ** b", "unparsable"),
     ("\u0430", "unparsable"),  # Cyrillic a
@@ -1225,13 +1226,68 @@ def test_a_number_asked_for_names_its_variables_and_where(
     }
 
 
-@pytest.mark.parametrize("answer", ["b*Heaviside(a*b)", "b * heaviside(a * b, 0)"])
-def test_heaviside_in_an_answer_says_to_write_the_piece(answer: str) -> None:
+@pytest.mark.parametrize(
+    ("expression", "bindings", "answer"),
+    [
+        ("relu(a * b) * c", {"a": 1, "b": 2, "c": 3}, "c*b*Heaviside(a*b)"),
+        (
+            "relu(a * b) * c",
+            {"a": 1, "b": 2, "c": 3},
+            "b*c*Heaviside(a*b, 0)",
+        ),  # as sympy writes it
+        ("relu(a * b) * c", {"a": -1, "b": 2, "c": 3}, "c*b*Heaviside(a*b)"),  # off: 0 here
+        ("relu(a)", {"a": 2}, "Heaviside(a)"),
+        ("a * b", {"a": 1, "b": 2}, "b + 0*Heaviside(a - 3)"),
+    ],
+)
+def test_relus_derivative_may_be_written_as_heaviside(
+    expression: str, bindings: dict[str, float], answer: str
+) -> None:
+    result = feedback(expression, bindings, {"derivatives": {"a": answer}}, "derivatives.a")
+    assert result["feedback"]["code"] == "correct", result
+
+
+@pytest.mark.parametrize(
+    ("expression", "answer", "point"),
+    [
+        # a step of the answer's own, crossed as its relus are
+        ("a * b", "b*Heaviside(3 - a)", "a = 3, b = 2"),
+        ("relu(a) * b", "b*Heaviside(a) + Heaviside(a - 100)", "a = 101, b = 2"),
+    ],
+)
+def test_an_answers_heaviside_is_crossed_as_its_relus_are(
+    expression: str, answer: str, point: str
+) -> None:
+    result = feedback(expression, {"a": 1, "b": 2}, {"derivatives": {"a": answer}}, "derivatives.a")
+    assert result["feedback"]["code"] == "incorrect"
+    assert f"at {point} the derivative is" in result["feedback"]["message"]
+
+
+def test_heaviside_takes_only_relus_value_at_zero_as_its_second_argument() -> None:
+    answer = "b*Heaviside(a*b, 0.5)"
     result = feedback("relu(a * b)", {"a": 2, "b": 5}, {"derivatives": {"a": answer}},
                       "derivatives.a")  # fmt: skip
     assert result["feedback"]["code"] == "unparsable"
-    assert result["feedback"]["message"].startswith("Heaviside is not needed")
-    assert result["feedback"]["position"]["start"] == answer.index("eaviside") - 1
+    assert "write Heaviside(x) or Heaviside(x, 0)" in result["feedback"]["message"]
+    assert result["feedback"]["position"] == at(17, 20)
+
+
+@pytest.mark.parametrize("answer", ["b*heaviside(a*b)", "b * HEAVISIDE(a * b, 0)"])
+def test_heaviside_spelt_otherwise_says_how_it_is_written(answer: str) -> None:
+    result = feedback("relu(a * b)", {"a": 2, "b": 5}, {"derivatives": {"a": answer}},
+                      "derivatives.a")  # fmt: skip
+    assert result["feedback"]["code"] == "unparsable"
+    assert result["feedback"]["message"].startswith("relu's derivative is written Heaviside(x)")
+    assert result["feedback"]["position"]["start"] == answer.lower().index("eaviside") - 1
+
+
+def test_heaviside_is_no_function_of_expressions(client: FlaskClient) -> None:
+    # Value has no such method: only an answer writes it.
+    response = client.post(
+        "/v1/gradients", json={"expression": "Heaviside(a)", "bindings": {"a": 1}}
+    )
+    assert response.status_code == 422
+    assert response.get_json()["type"].endswith("/unknown-function")
 
 
 def test_an_input_is_answered_by_its_name_and_its_item_named_so(client: FlaskClient) -> None:
