@@ -7,7 +7,9 @@ so every draw goes through `_pick`. Nothing depends on hash randomization or on 
 
 `GENERATORS` name the rules below. A seed gives the same exercise under the same generator for
 the whole of API v1: new templates or rules come with a new generator, which a request chooses,
-never silently. Generator 1 is the first rules; generator 2 adds small programs to levels 2 and 3.
+never silently. Generator 1 is the first rules; generator 2 adds small programs to levels 2 and 3;
+generator 3 puts relus into `derivative` exercises too, whose derivative is asked on the piece the
+bindings lie on (each relu on or off as there), as /v1/check judges it.
 """
 
 from __future__ import annotations
@@ -17,13 +19,13 @@ import random
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
-from service.check import DEFAULT_TOLERANCE, Mistakes
+from service.check import DEFAULT_TOLERANCE, Mistakes, check
 from service.engine import format_number
 from service.errors import AutogradError
 from service.evaluator import Evaluator
 from service.i18n import Message, _
 
-GENERATORS = (1, 2)
+GENERATORS = (1, 2, 3)
 DEFAULT_GENERATOR = 1  # a request asks for a later one: a seed's exercise never changes under it
 LEVELS = (1, 2, 3)
 EXERCISE_KINDS = ("gradients", "backward-pass", "derivative")
@@ -73,10 +75,13 @@ _PROGRAMS: dict[int, tuple[str, ...]] = {
     2: ("s = {x} {p} {y}\nout = s * {z} + s",),
     3: ("h = {x} {p} {y}\nout = h * h - {z} / h", "h = {x} * {y} - {z}\nout = relu(h) + {x} * h"),
 }
+_WITH_PROGRAMS = {level: shapes + _PROGRAMS[level] for level, shapes in _FIRST_SHAPES.items()}
 _SHAPES: dict[int, dict[int, tuple[str, ...]]] = {
     1: _FIRST_SHAPES,
-    2: {level: shapes + _PROGRAMS[level] for level, shapes in _FIRST_SHAPES.items()},
+    2: _WITH_PROGRAMS,
+    3: _WITH_PROGRAMS,
 }
+_PIECEWISE_DERIVATIVES = 3  # the first generator whose `derivative` exercises may have relus
 _OPERATORS = {1: ("+", "*"), 2: ("+", "*", "-"), 3: ("+", "*", "-")}
 _NAMES = (("a", "b", "c", "d"), ("x", "y", "z", "w"), ("p", "q", "r", "s"), ("u", "v", "w", "t"))
 # Friendly numbers: small integers, and at levels 2 and 3 halves too.
@@ -103,7 +108,7 @@ class _Draft:
 
     def __init__(self, rng: random.Random, generator: int, level: int, kind: str) -> None:
         shapes = _SHAPES[generator][level]
-        if kind == "derivative":  # relu's derivative (a step) cannot be written in the language
+        if kind == "derivative" and generator < _PIECEWISE_DERIVATIVES:
             shapes = tuple(shape for shape in shapes if "relu" not in shape)
         shape = _pick(rng, shapes)
         names = _pick(rng, _NAMES)
@@ -327,6 +332,13 @@ def exercise(
                 bindings=shown,
             )
         )
+        if any(node["op"] == "relu" for node in document["graph"]["nodes"]):
+            # The derivative is piecewise, and asked for on one piece, as /v1/check judges it.
+            result["instructions"] += " " + _(
+                "Where a relu is on (its input positive) its local derivative is 1, elsewhere "
+                "0: write the derivative with each relu as it is at {bindings}.",
+                bindings=shown,
+            )
         questions = [
             (
                 "derivatives",
@@ -344,22 +356,26 @@ def exercise(
         template.setdefault(group, {})[key] = None
     result["answer_template"] = template
     if reveal:
-        result["answers"] = _solution(evaluator, expression, questions)
+        result["answers"] = _solution(evaluator, expression, bindings, questions)
     return result
 
 
 def _solution(
-    evaluator: Evaluator, expression: str, questions: list[tuple[str, str, Message, Any]]
+    evaluator: Evaluator,
+    expression: str,
+    bindings: dict[str, float],
+    questions: list[tuple[str, str, Message, Any]],
 ) -> dict[str, dict[str, Any]]:
-    """The right answers, in the shape `answers` of /v1/check takes."""
+    """The right answers, in the shape `answers` of /v1/check takes: a derivative as /v1/check
+    reveals it, on the bindings' piece, in the answers' language."""
     solution: dict[str, dict[str, Any]] = {}
-    parsed = evaluator.compile(expression).parsed
     for group, key, _prompt, value in questions:
-        if group == "derivatives":
-            import sympy
-
-            from service import formulas
-
-            value = formulas.answer_text(sympy.diff(parsed.sympy, formulas.symbol(key)))
         solution.setdefault(group, {})[key] = value
+    if "derivatives" in solution:
+        shown = check(evaluator, expression, bindings, {"derivatives": solution["derivatives"]},
+                      reveal=True)  # fmt: skip
+        for item in shown["results"]:
+            group, _dot, key = item["item"].partition(".")
+            if group == "derivatives":
+                solution[group][key] = item["expected"]
     return solution

@@ -77,6 +77,7 @@ def test_the_generators_are_pinned() -> None:
 DIGESTS = {
     1: "3111d0a7afc38bfd74aca30690850b12a0d05c63bb62b6628d6fef0ea64d0963",
     2: "7e93302b9df3a40069e181e073f00bf36643edcc67863a5f854af526dee13df2",
+    3: "78ea80ac3c386fa4a445f903c6329e21ea976a8a461305ca8b9c3d166e3e03eb",
 }
 
 
@@ -103,6 +104,28 @@ def test_generator_1_draws_no_programs_and_generator_2_does() -> None:
 
     assert programs(1) == 0
     assert programs(2) > 0
+
+
+def test_generator_3_asks_derivatives_through_relus_on_the_bindings_piece() -> None:
+    def drawn(generator: int) -> list[dict[str, Any]]:
+        return [
+            exercise(EVALUATOR, seed, level, "derivative", reveal=True, generator=generator)
+            for seed in range(20)
+            for level in (2, 3)
+        ]
+
+    assert not any("relu" in document["expression"] for document in drawn(2))
+    piecewise = [document for document in drawn(3) if "relu" in document["expression"]]
+    assert piecewise
+    for document in piecewise:
+        assert "write the derivative with each relu as it is at" in document["instructions"]
+        assert not any("Heaviside" in text for text in document["answers"]["derivatives"].values())
+        result = check(EVALUATOR, document["expression"], document["bindings"], document["answers"])
+        assert result["score"] == 1, (document, result)
+    # h = a*b - c is -0.5 < 0 at the bindings: its relu is off, and only a*h is differentiated.
+    dead = exercise(EVALUATOR, 0, 3, "derivative", reveal=True, generator=3)
+    assert dead["expression"] == "h = a * b - c\nout = relu(h) + a * h"
+    assert dead["answers"]["derivatives"] == {"a": "2*a*b - c", "b": "a**2", "c": "-a"}
 
 
 def test_the_kinds_of_a_seed_share_its_expression() -> None:

@@ -31,10 +31,10 @@ def exercises(body: dict[str, Any]) -> Response:
 
     The same `seed`, `level`, `kind` and `generator` give the same exercise on every replica and
     in every release of API v1 (`generator` names the rules: 1 by default, 2 adds small
-    programs). The exercise has an expression, friendly bindings (small integers or halves),
-    instructions and questions in the language `Accept-Language` asks for, and the
-    `answer_template` that /v1/check expects. The right `answers` are included only with
-    `reveal: true`.
+    programs, 3 relus in `derivative` exercises). The exercise has an expression, friendly
+    bindings (small integers or halves), instructions and questions in the language
+    `Accept-Language` asks for, and the `answer_template` that /v1/check expects. The right
+    `answers` are included only with `reveal: true`.
     """
     return localized_response(
         exercise(

@@ -986,8 +986,10 @@ class ExerciseRequestSchema(Schema):
         validate=validate.OneOf(GENERATORS),
         metadata={
             "description": "The exercise rules: 1, the first (the default, so a seed's exercise "
-            "never changes), or 2, which adds small programs (`s = a * b` then `out = s * c + "
-            "s`) to levels 2 and 3. Under each, a seed gives the same exercise for all of API v1."
+            "never changes); 2, which adds small programs (`s = a * b` then `out = s * c + "
+            "s`) to levels 2 and 3; or 3, which also puts relus into `derivative` exercises, "
+            "asked on the piece the bindings lie on. Under each, a seed gives the same exercise "
+            "for all of API v1."
         },
     )
 
