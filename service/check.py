@@ -85,7 +85,8 @@ DIAGNOSIS_NODES = 300  # mistakes are looked for in graphs up to this size; beyo
 SIMPLIFY_SECONDS = 1.0  # sympy's simplification of one difference; past it, points decide
 SAMPLE_POINTS = 6  # points at which a symbolic answer must agree
 SAMPLE_TRIES = 40  # points drawn at most, since some fall outside the expression's domain
-# An answer's relu that keeps one state at every sample point is crossed along its inputs, from
+# An answer's relu that keeps one state at every sample point is crossed along its inputs (each,
+# then all at once), from
 # the bindings and the first sample points, in steps of 1, 2 and 5 times a power of ten from 0.01
 # to 5e9 (a kink at a = 3 or at a = 1e6 alike, and the point named in round numbers), with at
 # most KINK_POINTS points past it per direction and KINK_TRIES in all, found in at most KINK_RUNS
@@ -885,17 +886,22 @@ def _crossings(
     answer: ParsedExpression, hidden: Mapping[Node, bool], bases: list[dict[str, float]]
 ) -> Iterator[dict[str, float] | None]:
     """Points along each input of the `hidden` relus' arguments (each with the state it kept at
-    every sample point), from each base outwards both ways in KINK_STEPS: a point where one of
-    them has the other state, at most KINK_POINTS per way, else None (one run of the answer)."""
-    inputs = dict.fromkeys(
-        node.name for kink in hidden for node in postorder(kink) if node.kind == "variable"
+    every sample point), and along all of them at once, from each base outwards both ways in
+    KINK_STEPS: a point where one of them has the other state, at most KINK_POINTS per way, else
+    None (one run of the answer). All at once reaches a kink across a narrow piece: on the piece
+    0 < a - b < 0.1, `relu(a + b - 10)` turns on only where a and b grow together."""
+    inputs = list(
+        dict.fromkeys(
+            node.name for kink in hidden for node in postorder(kink) if node.kind == "variable"
+        )
     )
+    moves = [[variable] for variable in inputs] + ([inputs] if len(inputs) > 1 else [])
     for base in bases:
-        for variable in inputs:
+        for move in moves:
             for direction in (1.0, -1.0):
                 crossed = 0
                 for step in KINK_STEPS:
-                    point = {**base, variable: base[variable] + direction * step}
+                    point = {**base, **{v: base[v] + direction * step for v in move}}
                     try:
                         values = _values_of(answer, point)
                     except DomainError:

@@ -1263,6 +1263,19 @@ def test_an_answers_heaviside_is_crossed_as_its_relus_are(
     assert f"at {point} the derivative is" in result["feedback"]["message"]
 
 
+def test_an_answers_relu_across_a_narrow_piece_is_crossed_along_its_inputs_at_once() -> None:
+    # The piece is 0 < a - b < 0.1: a step along a or b alone leaves it before a + b reaches 10.
+    wedge = "a*b * relu(a - b)/(a - b) * relu(b - a + 0.1)/(b - a + 0.1)"
+    bindings = {"a": 1.05, "b": 1.0}
+    wrong = feedback(
+        wedge, bindings, {"derivatives": {"a": "b + relu(a + b - 10)"}}, "derivatives.a"
+    )
+    assert wrong["feedback"]["code"] == "incorrect"
+    assert wrong["feedback"]["message"].startswith("Not correct: at a = 6.05, b = 6 the derivative")
+    right = feedback(wedge, bindings, {"derivatives": {"a": "b"}}, "derivatives.a")
+    assert right["feedback"]["code"] == "correct"
+
+
 def test_heaviside_takes_only_relus_value_at_zero_as_its_second_argument() -> None:
     answer = "b*Heaviside(a*b, 0.5)"
     result = feedback("relu(a * b)", {"a": 2, "b": 5}, {"derivatives": {"a": answer}},
