@@ -33,6 +33,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from service.api.config import DEFAULTS
+from service.exercises import GENERATORS
 from service.kinds import TYPE_BASE
 from service.limits import DEFAULT_LIMITS
 from service.operations import FUNCTIONS
@@ -1162,7 +1163,10 @@ CHECK_PROBLEMS = [
     pytest.param(exercise_request({"seed": "__import__('os')"}), id="exercise-seed-string"),
     pytest.param(exercise_request({"seed": 1, "level": 10**6}), id="exercise-level-huge"),
     pytest.param(exercise_request({"seed": 1, "kind": "__class__"}), id="exercise-kind-dunder"),
-    pytest.param(exercise_request({"seed": 1, "generator": 3}), id="exercise-generator-3"),
+    pytest.param(
+        exercise_request({"seed": 1, "generator": max(GENERATORS) + 1}),
+        id="exercise-generator-past",
+    ),
     pytest.param(exercise_request({"seed": 1, "generator": 0}), id="exercise-generator-0"),
     pytest.param(exercise_request({"seed": 1, "generator": "2"}), id="exercise-generator-string"),
     pytest.param(exercise_request({"seed": 1, "generator": True}), id="exercise-generator-true"),
