@@ -295,7 +295,9 @@ def plot(body: dict[str, Any]) -> Response:
     program's output, as the body's `output` does. A binding of a varied variable is marked on the
     plot. `format=json` answers with the sweep's JSON document instead. Any other parameter, and
     a parameter of one value given twice, is refused as a validation error. The URL and the
-    language decide the answer, so it may be cached for a day (`Cache-Control`, `ETag`).
+    language decide the answer, so it may be cached for a day (`Cache-Control`, `ETag`). A URL is
+    as long as the server's request line allows (gunicorn: 4,094 bytes, escapes included; past it
+    a 414 from gunicorn itself): a longer expression goes by POST /v1/sweep.
     """
     try:  # %-escapes that are no UTF-8 stay as they are written: refused, not read as `%`
         unquote_to_bytes(request.query_string.replace(b"+", b" ")).decode()
