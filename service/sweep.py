@@ -20,7 +20,7 @@ import numpy as np
 import orjson
 
 from service import i18n
-from service.engine import Value, failure_message
+from service.engine import Value, failure_message, format_number
 from service.errors import BindingError, RequestTooLarge
 from service.evaluator import (
     Compiled,
@@ -227,8 +227,8 @@ def _check_vary(
     if len(shape) == 2 and max(shape) > limits.max_sweep_grid:
         message = _(
             "a grid of {rows} x {columns} points; each side has at most {maximum}",
-            rows=shape[0],
-            columns=shape[1],
+            rows=_count_text(shape[0]),
+            columns=_count_text(shape[1]),
             maximum=limits.max_sweep_grid,
         )
         raise RequestTooLarge("grid_too_large", message, "max_sweep_grid", limits.max_sweep_grid)
@@ -237,9 +237,17 @@ def _check_vary(
     return shape
 
 
+def _count_text(count: int) -> str:
+    """A count as a message shows it: `1e+30` for a count sent as 1e30, not the 31 digits of
+    the double it became."""
+    return str(count) if count < 10**9 else format_number(float(count))
+
+
 def _too_many_points(count: int, limits: Limits) -> RequestTooLarge:
     maximum = limits.max_sweep_points
-    message = _("{count} points; a sweep has at most {maximum}", count=count, maximum=maximum)
+    message = _(
+        "{count} points; a sweep has at most {maximum}", count=_count_text(count), maximum=maximum
+    )
     return RequestTooLarge("too_many_points", message, "max_sweep_points", maximum)
 
 

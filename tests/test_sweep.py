@@ -256,6 +256,23 @@ def test_limits_have_their_own_kinds() -> None:
     assert cells.value.kind == "sweep_too_large"
 
 
+@pytest.mark.parametrize("count", [10**30, int(1e30)])
+def test_a_huge_count_of_points_is_told_as_it_was_written(client: FlaskClient, count: int) -> None:
+    axis = {"name": "x", "from": -1, "to": 1, "points": count}
+    body = {"expression": "x * y", "bindings": {"y": 1}, "vary": [axis]}
+    assert (
+        client.post("/v1/sweep", json=body)
+        .get_json()["detail"]
+        .startswith("1e+30 points; a sweep has at most")
+    )
+    grid = {"expression": "x * y", "vary": [axis, {**axis, "name": "y", "points": 3}]}
+    assert (
+        client.post("/v1/sweep", json=grid)
+        .get_json()["detail"]
+        .startswith("a grid of 1e+30 x 3 points;")
+    )
+
+
 @pytest.mark.parametrize(
     ("bindings", "vary", "kind"),
     [
