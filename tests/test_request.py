@@ -136,3 +136,18 @@ def test_hostile_bodies_get_a_problem_or_a_document(
         strict(response.data)
         if response.status_code != 200:
             assert response.mimetype == "application/problem+json"
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    ["application/json", "application/json; charset=utf-8", "application/problem+json",
+     "application/merge-patch+json"],
+)  # fmt: skip
+def test_a_json_body_is_read_under_any_json_media_type(
+    client: FlaskClient, content_type: str
+) -> None:
+    # RFC 6839: a `+json` type is JSON, as Werkzeug reads it; docs/SECURITY.md says so.
+    body = json.dumps({"expression": "a * 2", "bindings": {"a": 3}})
+    response = client.post("/v1/gradients", data=body, content_type=content_type)
+    assert response.status_code == 200
+    assert response.get_json()["gradients"] == {"a": 2.0}
