@@ -23,7 +23,7 @@ from service.check import DEFAULT_TOLERANCE, Mistakes, check
 from service.engine import format_number
 from service.errors import AutogradError
 from service.evaluator import Evaluator
-from service.i18n import Message, _
+from service.i18n import Message, _, sentences
 
 GENERATORS = (1, 2, 3)
 DEFAULT_GENERATOR = 1  # a request asks for a later one: a seed's exercise never changes under it
@@ -334,10 +334,13 @@ def exercise(
         )
         if any(node["op"] == "relu" for node in document["graph"]["nodes"]):
             # The derivative is piecewise, and asked for on one piece, as /v1/check judges it.
-            result["instructions"] += " " + _(
-                "Where a relu is on (its input positive) its local derivative is 1, elsewhere "
-                "0: write the derivative with each relu as it is at {bindings}.",
-                bindings=shown,
+            result["instructions"] = sentences(
+                result["instructions"],
+                _(
+                    "Where a relu is on (its input positive) its local derivative is 1, elsewhere "
+                    "0: write the derivative with each relu as it is at {bindings}.",
+                    bindings=shown,
+                ),
             )
         questions = [
             (

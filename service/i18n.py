@@ -77,6 +77,13 @@ def translate(text: Any, locale: str) -> Any:
     return text.translate(locale) if isinstance(text, Message) else text
 
 
+def sentences(*parts: Message) -> Message:
+    """`parts` one after another as one text, each rendered in the language asked for: a `str`
+    concatenation would keep only the English."""
+    return Message(" ".join(f"{{part{index}}}" for index in range(len(parts))),
+                   **{f"part{index}": part for index, part in enumerate(parts)})  # fmt: skip
+
+
 def localized(document: Any, locale: str) -> Any:
     """A JSON-ready document with every `Message` in it rendered in `locale`."""
     if isinstance(document, Message):

@@ -224,6 +224,22 @@ def test_feedback_and_exercises_speak_the_language_asked_for(client: FlaskClient
         )
 
 
+def test_sentences_run_together_are_each_translated(client: FlaskClient) -> None:
+    """Generator 3's exercise through a relu adds a sentence to its instructions."""
+    body = {"seed": 0, "level": 3, "kind": "derivative", "generator": 3}
+    english = client.post("/v1/exercises", json=body).get_json()["instructions"]
+    assert "write the derivative with each relu as it is at" in english
+    for locale in TRANSLATED:
+        headers = {"Accept-Language": locale}
+        text = client.post("/v1/exercises", json=body, headers=headers).get_json()["instructions"]
+        assert "relu is on" not in text and "Write the derivative" not in text, text
+        relu_sentence = gettext.translation(DOMAIN, CATALOGUES, languages=[locale]).gettext(
+            "Where a relu is on (its input positive) its local derivative is 1, elsewhere "
+            "0: write the derivative with each relu as it is at {bindings}."
+        )
+        assert relu_sentence.split("{")[0] in text, text
+
+
 def test_schema_violations_are_translated_too(client: FlaskClient) -> None:
     body = {"granularity": "x", "zz": 1}
     problem = client.post("/v1/gradients", json=body, headers={"Accept-Language": "et"}).get_json()
@@ -239,7 +255,7 @@ def test_schema_violations_are_translated_too(client: FlaskClient) -> None:
     assert {error["detail"] for error in english["errors"]} >= {"Missing data for required field."}
 
 
-@pytest.mark.parametrize("answer", ["[10]", '{"x": 1}', "true", "1e400"])
+@pytest.mark.parametrize("answer", ["[10]", '{"x": 1}', "true", "NaN"])
 def test_an_answer_that_is_no_number_is_named_in_good_russian(
     client: FlaskClient, answer: str
 ) -> None:
