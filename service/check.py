@@ -48,6 +48,7 @@ from service.errors import (
 from service.evaluator import Compiled, Evaluator, run
 from service.i18n import DEFAULT_LOCALE, Message, _, _n, writes_decimal_comma
 from service.limits import Limits
+from service.numbers import NonFiniteNumber
 from service.operations import ANSWER_FUNCTIONS, BY_NAME
 from service.parser import OPERATOR_LOOKALIKES, Node, ParsedExpression, parse, postorder
 
@@ -612,9 +613,14 @@ def _not_a_number(what: Message, position: dict[str, int] | None = None) -> Unre
 
 
 def _out_of_range(answer: Any) -> Unreadable | None:
-    """The feedback on an integer too large for a double (10**400): finite, but no number the
-    engine computes with. None for any other answer."""
-    if not isinstance(answer, int) or isinstance(answer, bool) or _json_number(answer) != math.inf:
+    """The feedback on a number too large for a double (10**400, or `1e400` as the JSON reader
+    keeps it): finite, but no number the engine computes with. None for any other answer."""
+    if isinstance(answer, NonFiniteNumber):
+        if not answer.overflows:  # NaN or Infinity
+            return None
+    elif (
+        not isinstance(answer, int) or isinstance(answer, bool) or _json_number(answer) != math.inf
+    ):
         return None
     return Unreadable(
         _feedback(
@@ -655,11 +661,13 @@ def _words(text: str) -> bool:
 
 def read_number(answer: Any) -> float:
     """A numeric answer: a JSON number, or text of a constant in our grammar (`-1/2`, `2**3`)."""
+    if (too_large := _out_of_range(answer)) is not None:
+        raise too_large
     number = _json_number(answer)
     if number is not None:
         if math.isfinite(number):
             return number
-        raise _out_of_range(answer) or _not_a_number(_json_kind(math.inf))
+        raise _not_a_number(_json_kind(math.inf))
     if not isinstance(answer, str):
         raise _not_a_number(_json_kind(answer))
     try:

@@ -32,7 +32,6 @@ from service.api.config import (
     limits_from,
     symbolic_limits,
 )
-from service.api.request import NonFiniteNumber
 from service.api.schemas import IDENTIFIER_PATTERN
 from service.derivatives import Differentiator, SymbolicLimits
 from service.errors import AutogradError, line_feeds
@@ -40,6 +39,7 @@ from service.evaluator import DEFAULT_GRANULARITY, GRANULARITIES, Evaluator
 from service.i18n import _
 from service.kinds import core_problem
 from service.limits import Limits
+from service.numbers import NonFiniteNumber
 from service.pictures import GRAPH_FORMATS, PLOT_FORMATS, draw, plot
 from service.sweep import Axis, at_bindings, caption, sweep, to_json
 

@@ -614,6 +614,23 @@ def test_an_integer_past_a_double_is_told_so(answer: int, item: str) -> None:
     }
 
 
+@pytest.mark.parametrize("number", ["1e400", "-1e400", "1" + "0" * 400])
+@pytest.mark.parametrize("item", ["value", "derivatives.a"])
+def test_a_json_number_past_a_double_is_told_so_over_http(
+    client: FlaskClient, number: str, item: str
+) -> None:
+    # The JSON reader keeps such a number as a marker, not as a Python int, and says the same.
+    group, _, name = item.partition(".")
+    answer = f'{{"{name}": {number}}}' if name else number
+    body = (
+        f'{{"expression": "a * a", "bindings": {{"a": 1.5}}, "answers": {{"{group}": {answer}}}}}'
+    )
+    response = client.post("/v1/check", data=body, content_type="application/json")
+    (result,) = [r for r in response.get_json()["results"] if r["item"] == item]
+    assert result["feedback"]["code"] == "not_a_number"
+    assert result["feedback"]["message"].startswith("This number is too large")
+
+
 # -- over HTTP ----------------------------------------------------------------------------------
 
 

@@ -18,6 +18,7 @@ from werkzeug.exceptions import ClientDisconnected, HTTPException, RequestEntity
 
 from service.i18n import Message, _
 from service.kinds import Problem
+from service.numbers import NonFiniteNumber
 
 REQUEST_ID_HEADER = "X-Request-ID"
 # Every 415 says which content codings a body may have: none (RFC 9110, Accept-Encoding).
@@ -33,28 +34,6 @@ RESPONSE_HEADERS = {
 _SANE_REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,128}")
 _QUOTED_KEY = 64  # a duplicate key is quoted up to this many characters in the problem detail
 _LONG_INTEGER = 19  # characters from which an integer is read as a float (int64 has 19 digits)
-
-
-class NonFiniteNumber:
-    """A number JSON can spell but a float cannot hold: `NaN`, `Infinity` or one like `1e400`.
-
-    Parsing keeps it as this marker instead of failing, so that it is refused by the name of the
-    field (or binding) it was sent for: the core checks every binding and names its value by
-    `repr`, which says why such a number is refused.
-    """
-
-    __slots__ = ("text",)
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-    def __repr__(self) -> str:
-        if self.text in ("NaN", "Infinity", "-Infinity"):
-            return self.text
-        # a sentence to translate: the problem that names this value is rendered in the
-        # request's language
-        number = self.text if len(self.text) <= 24 else self.text[:16] + "…"
-        return _("{number}, which overflows a 64-bit float", number=number)
 
 
 def _float(text: str) -> float | NonFiniteNumber:

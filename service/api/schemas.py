@@ -11,7 +11,6 @@ from apispec.ext.marshmallow.field_converter import FieldConverterMixin
 from marshmallow import Schema, ValidationError, fields, post_load, validate, validates_schema
 
 from service.api.config import SETTINGS, Reported
-from service.api.request import NonFiniteNumber
 from service.check import CODES, DEFAULT_TOLERANCE, VERDICTS, Tolerance
 from service.evaluator import DEFAULT_GRANULARITY, FIELDS, GRANULARITIES
 from service.exercises import (
@@ -26,6 +25,7 @@ from service.exercises import (
 from service.i18n import Message, _
 from service.kinds import KINDS, type_uri
 from service.limits import DEFAULT_LIMITS, Limits
+from service.numbers import NonFiniteNumber
 
 _Field = TypeVar("_Field", bound="fields.Field[Any]")
 
