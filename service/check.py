@@ -1232,9 +1232,9 @@ class _Symbolic:
 
     def derivative(self, name: str) -> sympy.Expr:
         """The derivative on the bindings' piece."""
-        import sympy
+        from service import symbolic
 
-        return sympy.diff(self.on_piece, sympy.Symbol(name, real=True))
+        return symbolic.derivative(self.on_piece, name)
 
     def judge(self, item: _Item, name: str, reveal: bool) -> None:
         if reveal:

@@ -30,6 +30,44 @@ class relu(sympy.Function):  # named as the language writes it
         return sympy.Piecewise((0, x < 0), (x, True))
 
 
+class _Power(sympy.Function):
+    """f**k for a constant k, differentiated by the power rule k*f**(k - 1)*f', as the engine's
+    local derivative is: sympy writes f**k*k*f'/f, which is undefined where f = 0 though the
+    engine's gradient there is 0 (for k > 1)."""
+
+    def fdiff(self, argindex: int = 1) -> sympy.Expr:
+        base, exponent = self.args
+        return exponent * sympy.Pow(base, exponent - 1)
+
+
+def derivative(expression: sympy.Expr, name: str) -> sympy.Expr:
+    """The derivative of `expression` by the variable `name`, each power by the power rule."""
+
+    def powered(power: sympy.Expr) -> bool:
+        return bool(power.is_Pow and not power.exp.is_Integer and not power.base.is_Symbol)
+
+    ruled = expression.replace(powered, lambda power: _Power(power.base, power.exp))
+    derived = sympy.diff(ruled, sympy.Symbol(name, real=True)).replace(_Power, sympy.Pow)
+    return derived.replace(lambda term: term.is_Mul, _unsigned)
+
+
+def _unsigned(product: sympy.Expr) -> sympy.Expr:
+    """`sign(u)*|u|**n` (n >= 1), the derivative of |u|**(n + 1) that sympy makes of
+    `(u**2)**k`, as `u*|u|**(n - 1)`: the same number, and defined at u = 0 as the engine's
+    gradient is, where sign(u) written as u/|u| is not."""
+    factors = list(product.args)
+    for sign in [factor for factor in factors if isinstance(factor, sympy.sign)]:
+        u = sign.args[0]
+        for index, factor in enumerate(factors):
+            base, n = factor.as_base_exp()
+            if base == sympy.Abs(u) and n.is_number and n >= 1:
+                factors[index] = sympy.Abs(u) ** (n - 1)
+                factors.remove(sign)
+                factors.append(u)
+                break
+    return sympy.Mul(*factors)
+
+
 def number(value: float) -> sympy.Expr:
     """An exact integer where the float is one, so `a * 2` stays `2*a`, not `2.0*a`."""
     if value.is_integer() and abs(value) < 2**53:
