@@ -542,8 +542,8 @@ def _heaviside(span: Span, text: str) -> Unreadable:
     return _unreadable_at(
         _(
             "relu's derivative is written Heaviside(x), with a capital H: 1 where x > 0 and 0 "
-            "elsewhere, such as b*Heaviside(a*b). It is not needed either: at the bindings each "
-            "relu is on (local derivative 1) or off (0), so b is right there too."
+            "elsewhere. It is not needed either: at the bindings each relu is on (local "
+            "derivative 1) or off (0), and the derivative may be written as it is there."
         ),
         span,
         text,

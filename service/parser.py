@@ -503,6 +503,8 @@ _SPACED_THOUSANDS = re.compile(
     r"[1-9][0-9]{0,2}( [0-9]{3})+(\.[0-9]+)?([eE][+-]?[0-9]+)?(?! ?[0-9.])"
 )
 # A line end that no backslash continues (`\` then LF or CR LF, as the tokens read it).
+_EXPONENT = re.compile(r"[eE][+-]?[0-9]+")
+_NONZERO_DIGIT = re.compile(r"[1-9]")
 _LOGICAL_LINE_END = re.compile(r"(?<!\\)\r?\n(?<!\\\r\n)")
 # What Python computes exactly on integers; `/` and the functions give floats.
 _EXACTLY: dict[str, Callable[..., int]] = {
@@ -1532,8 +1534,10 @@ class _Expression:
         except ExpressionError:  # a lexical error next: raised when it is read, unless Value's
             following = None
         before = self.operands[-1]
+        enclosing = next((e for e in reversed(self.pending) if e.kind in ("paren", "call")), None)
         if (
             following is not None
+            and (enclosing is None or enclosing.op != _STEP)  # `Heaviside(a - 1,0)` has two
             and before.kind == "constant"
             and self.spans[-1][1] == token.start
             and self.text[self.spans[-1][0] : token.start].isdigit()
@@ -1765,7 +1769,7 @@ class _Expression:
         # `arguments` counts the commas seen; one more argument ends at ')'.
         count = opener.arguments + 1
         span = (opener.start, closer.end)
-        if count == 2 and opener.op == _STEP:
+        if opener.op == _STEP and count == 2:
             self.step_at_zero(span)
         elif count != 1:
             raise _arity(opener, count, span)
@@ -1788,7 +1792,9 @@ class _Expression:
         """`Heaviside(x, 0)`, as sympy writes relu's derivative: its second argument is the
         value at x = 0, which is relu's derivative there, 0, and nothing else."""
         at_zero, written = self.operands.pop(), self.spans.pop()
-        if at_zero.kind != "constant" or at_zero.value != 0:
+        # Written as zero (`0`, `0.0`), not a number too small for a double (`1e-400`).
+        mantissas = _EXPONENT.sub("", self.text[written[0] : written[1]])
+        if at_zero.kind != "constant" or at_zero.value != 0 or _NONZERO_DIGIT.search(mantissas):
             message = _(
                 "Heaviside's second argument is its value at 0, where relu's derivative is 0: "
                 "write Heaviside(x) or Heaviside(x, 0)"
@@ -1888,6 +1894,13 @@ def _no_call(token: Token) -> ExpressionError:
 
 
 def _arity(opener: _Pending, count: int, span: Span) -> ExpressionError:
+    if opener.op == _STEP:
+        message = _(
+            "Heaviside() takes one argument, or two: Heaviside(x) or Heaviside(x, 0) "
+            "({count} given)",
+            count=count,
+        )
+        return ExpressionError("wrong_arity", message, span)
     message = _(
         "{function}() takes exactly one argument ({count} given)",
         function=opener.op,

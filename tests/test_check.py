@@ -1298,13 +1298,38 @@ def test_an_answers_relu_across_a_narrow_piece_is_crossed_along_its_inputs_at_on
     assert right["feedback"]["code"] == "correct"
 
 
-def test_heaviside_takes_only_relus_value_at_zero_as_its_second_argument() -> None:
-    answer = "b*Heaviside(a*b, 0.5)"
+@pytest.mark.parametrize("second", ["0.5", "1e-400", "a", "1 - 1"])  # 1e-400 is 0.0 as a double
+def test_heaviside_takes_only_relus_value_at_zero_as_its_second_argument(second: str) -> None:
+    answer = f"b*Heaviside(a*b, {second})"
     result = feedback("relu(a * b)", {"a": 2, "b": 5}, {"derivatives": {"a": answer}},
                       "derivatives.a")  # fmt: skip
     assert result["feedback"]["code"] == "unparsable"
     assert "write Heaviside(x) or Heaviside(x, 0)" in result["feedback"]["message"]
-    assert result["feedback"]["position"] == at(17, 20)
+    assert result["feedback"]["position"] == at(17, 17 + len(second))
+
+
+ZEROS = ["b*Heaviside(a*b-1,0)", "b*Heaviside(a*b, 0.0)", "b*Heaviside(a*b, -0)",
+         "b*Heaviside(1*a*b - 1,0e3)"]  # fmt: skip
+
+
+@pytest.mark.parametrize("answer", ZEROS)
+def test_heaviside_at_zero_may_be_written_as_any_zero(answer: str) -> None:
+    # `-1,0` is the end of one argument and the next, not a decimal comma.
+    result = feedback("relu(a * b - 1)", {"a": 2, "b": 5}, {"derivatives": {"a": answer}},
+                      "derivatives.a")  # fmt: skip
+    assert result["feedback"]["code"] == "correct", result
+
+
+@pytest.mark.parametrize("answer", ["b*Heaviside()", "b*Heaviside(a*b,0,0)", "b*Heaviside(a,0,5)"])
+def test_heaviside_says_how_many_arguments_it_takes(answer: str) -> None:
+    result = feedback("relu(a * b)", {"a": 2, "b": 5}, {"derivatives": {"a": answer}},
+                      "derivatives.a")  # fmt: skip
+    assert result["feedback"]["code"] == "unparsable"
+    assert (
+        "Heaviside() takes one argument, or two: Heaviside(x) or Heaviside(x, 0)"
+        in (result["feedback"]["message"])
+    )
+    assert result["feedback"]["position"] == at(2, len(answer))
 
 
 @pytest.mark.parametrize("answer", ["b*heaviside(a*b)", "b * HEAVISIDE(a * b, 0)"])
