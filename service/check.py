@@ -1265,6 +1265,12 @@ class _Symbolic:
                 **where,
             )
             return
+        if strangers == ["E"]:  # sympy's e, as /v1/derivatives' text writes it
+            message = _(
+                "The answer uses E, which is not a variable of the expression: write e as exp(1)."
+            )
+            item.feedback = _feedback("unknown_variable", message, **where)
+            return
         if strangers:
             item.feedback = _feedback(
                 "unknown_variable",

@@ -1924,11 +1924,31 @@ def _misplaced(token: Token) -> ExpressionError:
     return ExpressionError("unsupported_syntax", message, token.span)
 
 
+# Functions as sympy (and /v1/derivatives' `text`) or Python write them, in the language's terms.
+_WRITTEN_OTHERWISE = {
+    "Max": ("Max(0, x)", "relu(x)"),
+    "max": ("max(0, x)", "relu(x)"),
+    "Abs": ("Abs(x)", "(x**2)**0.5"),
+    "abs": ("abs(x)", "(x**2)**0.5"),
+    "sign": ("sign(x)", "x/(x**2)**0.5"),
+    "sqrt": ("sqrt(x)", "x**0.5"),
+}
+
+
 def _unknown_function(token: Token, opening: Token) -> ExpressionError:
     name, span = token.text, (token.start, opening.end)
     functions = ", ".join(FUNCTIONS)
     if name == "print":
         message = _("print() is not needed: the response already carries every value and gradient")
+    elif name in _WRITTEN_OTHERWISE:
+        message = _(
+            "'{name}' is not a supported function; {function} is written {written} (the "
+            "functions are {functions})",
+            name=name,
+            function=_WRITTEN_OTHERWISE[name][0],
+            written=_WRITTEN_OTHERWISE[name][1],
+            functions=functions,
+        )
     elif name.isidentifier() and not keyword.iskeyword(name):
         message = _(
             "'{name}' is not a supported function; the functions are {functions} (if {name} is "

@@ -1341,6 +1341,14 @@ def test_heaviside_spelt_otherwise_says_how_it_is_written(answer: str) -> None:
     assert result["feedback"]["position"]["start"] == answer.lower().index("eaviside") - 1
 
 
+def test_sympys_e_is_told_how_an_answer_writes_it() -> None:
+    answer = "b*E"  # e as sympy writes it
+    result = feedback("exp(1) * b", {"b": 2}, {"derivatives": {"b": answer}}, "derivatives.b")
+    assert result["feedback"]["code"] == "unknown_variable"
+    assert result["feedback"]["message"].endswith("write e as exp(1).")
+    assert result["feedback"]["position"] == at(2, 3)
+
+
 def test_heaviside_is_no_function_of_expressions(client: FlaskClient) -> None:
     # Value has no such method: only an answer writes it.
     response = client.post(

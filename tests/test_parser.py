@@ -204,6 +204,26 @@ def test_rejected(text: str, kind: str, span: tuple[int, int]) -> None:
     assert error.as_dict()["span"] == list(span)
 
 
+@pytest.mark.parametrize(
+    ("text", "written"),
+    [
+        ("Max(0, a*b)", "relu(x)"),  # as /v1/derivatives' text writes relu
+        ("max(0, a)", "relu(x)"),
+        ("2 * Abs(a)", "(x**2)**0.5"),
+        ("abs(a)", "(x**2)**0.5"),
+        ("1.0*sign(a)", "x/(x**2)**0.5"),
+        ("sqrt(a + 1)", "x**0.5"),
+    ],
+)
+def test_a_function_written_otherwise_is_told_how_the_language_writes_it(
+    text: str, written: str
+) -> None:
+    with pytest.raises(ExpressionError) as raised:
+        parse(text)
+    assert raised.value.kind == "unknown_function"
+    assert f"is written {written} (the functions are exp, log, relu, tanh)" in raised.value.message
+
+
 def test_messages_say_what_to_write() -> None:
     with pytest.raises(ExpressionError) as raised:
         parse("2a")
