@@ -652,11 +652,27 @@ def _json_number(answer: Any) -> float | None:
         return math.inf
 
 
-def _words(text: str) -> bool:
-    """Whether `text` is words, in any script: letters and spaces alone, more than one letter
-    (`π`, `½`, `x²` and a look-alike letter get the grammar's own hints)."""
-    words = text.split()
-    return all(word.isalpha() for word in words) and sum(map(len, words)) > 1
+def _stripped(text: str) -> Span:
+    """Where `text` is, without the spaces around it."""
+    return len(text) - len(text.lstrip()), len(text.rstrip())
+
+
+def _words(text: str, formula: bool = False) -> bool:
+    """Whether `text` is words, in any script: letters and spaces alone, perhaps punctuated
+    (`Ei tea.`, `don't`), more than one letter (`π`, `½`, `x²` and a look-alike letter get the
+    grammar's own hints). In a `formula`, ASCII names side by side (`a b`) are no words: the
+    grammar's hint is to multiply them; a sentence's marks or another script make them words."""
+    words = [word for word in (part.strip(_PUNCTUATION) for part in text.split()) if word]
+    letters = [
+        word.replace("'", "").replace("\N{RIGHT SINGLE QUOTATION MARK}", "") for word in words
+    ]
+    if not all(word.isalpha() for word in letters) or sum(map(len, letters)) <= 1:
+        return False
+    return not formula or not text.isascii() or any(mark in text for mark in ".!?'\"")
+
+
+# Punctuation around words, in the scripts a learner writes (not `;`, which ends a statement).
+_PUNCTUATION = ".,:!?\N{HORIZONTAL ELLIPSIS}\"'«»„“”‘’¡¿()"
 
 
 def read_number(answer: Any) -> float:
@@ -676,8 +692,7 @@ def read_number(answer: Any) -> float:
         # `ei tea`, `не знаю`: words, about which the grammar's hints (`write ei*tea`) would
         # mislead; one word the grammar reads is a variable, and is told so below.
         if _words(answer):
-            words = (len(answer) - len(answer.lstrip()), len(answer.rstrip()))
-            raise _not_a_number(_("words"), _position(words, answer)) from None
+            raise _not_a_number(_("words"), _position(_stripped(answer), answer)) from None
         raise
     if parsed.variables:
         message = _n(
@@ -696,7 +711,17 @@ def read_expression(answer: Any) -> ParsedExpression:
     """A symbolic answer: text in our grammar, or a JSON number for a constant derivative, read
     as `read_number` reads one."""
     if isinstance(answer, str):
-        return _parse_answer(answer, formula=True)
+        try:
+            return _parse_answer(answer, formula=True)
+        except Unreadable:
+            if _words(answer, formula=True):  # `Ei tea.`, `не знаю`
+                message = _(
+                    "The answer must be an expression in the variables, such as 2*a*b, not words."
+                )
+                raise Unreadable(
+                    _feedback("unparsable", message, position=_position(_stripped(answer), answer))
+                ) from None
+            raise
     number = _json_number(answer)
     if number is None or not math.isfinite(number):
         if (too_large := _out_of_range(answer)) is not None:

@@ -170,8 +170,10 @@ def test_an_answer_unreadable_even_in_plain_characters_is_told_its_own_mistake(
 
 
 @pytest.mark.parametrize(
-    ("answer", "words"), [("ei tea", (0, 6)), (" не знаю", (1, 8)), ("I do not know ", (0, 13))]
-)
+    ("answer", "words"),
+    [("ei tea", (0, 6)), (" не знаю", (1, 8)), ("I do not know ", (0, 13)), ("Ei tea.", (0, 7)),
+     ("не знаю!", (0, 8)), ("I don't know", (0, 12)), ("« не знаю »", (0, 11))],
+)  # fmt: skip
 def test_words_for_a_number_are_told_a_number_is_asked_for(
     answer: str, words: tuple[int, int]
 ) -> None:
@@ -182,6 +184,22 @@ def test_words_for_a_number_are_told_a_number_is_asked_for(
         "message": "The answer must be a number, not words.",
         "position": at(*words),
     }
+
+
+@pytest.mark.parametrize("answer", ["Ei tea.", "не знаю", "I don't know", "no idea!"])
+def test_words_for_a_derivative_are_told_an_expression_is_asked_for(answer: str) -> None:
+    result = feedback(**_lesson_answer("derivatives.a", answer))
+    assert result["feedback"] == {
+        "code": "unparsable",
+        "message": "The answer must be an expression in the variables, such as 2*a*b, not words.",
+        "position": at(0, len(answer)),
+    }
+
+
+def test_names_side_by_side_in_a_derivative_are_told_to_multiply() -> None:
+    # `c a` may be meant as c*a, in a formula: the grammar's hint, not "words".
+    result = feedback(**_lesson_answer("derivatives.a", "c a"))
+    assert result["feedback"]["message"].endswith("write c*a to multiply")
 
 
 # An answer is one expression. Each of these would be judged by its program's output (and the
