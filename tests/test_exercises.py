@@ -244,6 +244,17 @@ def test_bad_exercise_requests_are_validation_problems(
     assert response.get_json()["type"].endswith("/validation-error")
 
 
+@pytest.mark.parametrize("seed", ["1e400", "1" * 400, "NaN"])
+def test_a_seed_no_double_holds_is_named_as_sent(client: FlaskClient, seed: str) -> None:
+    response = client.post(
+        "/v1/exercises", data=f'{{"seed": {seed}}}', content_type="application/json"
+    )
+    assert response.status_code == 422
+    (error,) = response.get_json()["errors"]
+    assert error["pointer"] == "/seed"
+    assert error["detail"].startswith(f"must be a whole number, not {seed[:16]}")
+
+
 def test_a_program_exercise_reads_as_one_line_and_asks_for_named_nodes_by_name() -> None:
     programs = [
         document

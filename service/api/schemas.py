@@ -233,6 +233,8 @@ class WholeNumber(fields.Integer):
     "7", true or 7.5 (marshmallow's Integer would refuse 7.0, or else take "7" and cut 7.5)."""
 
     def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> int:
+        if isinstance(value, NonFiniteNumber):  # NaN, or 1e400 and that it overflows a float
+            raise ValidationError(_("must be a whole number, not {shown}", shown=repr(value)))
         whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
         if isinstance(value, bool) or not whole:
             raise self.make_error("invalid", input=value)
