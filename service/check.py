@@ -652,6 +652,10 @@ def _json_number(answer: Any) -> float | None:
         return math.inf
 
 
+# Punctuation around words, in the scripts a learner writes (not `;`, which ends a statement).
+_PUNCTUATION = ".,:!?\N{HORIZONTAL ELLIPSIS}\"'«»„“”‘’¡¿()"
+
+
 def _stripped(text: str) -> Span:
     """Where `text` is, without the spaces around it."""
     return len(text) - len(text.lstrip()), len(text.rstrip())
@@ -669,10 +673,6 @@ def _words(text: str, formula: bool = False) -> bool:
     if not all(word.isalpha() for word in letters) or sum(map(len, letters)) <= 1:
         return False
     return not formula or not text.isascii() or any(mark in text for mark in ".!?'\"")
-
-
-# Punctuation around words, in the scripts a learner writes (not `;`, which ends a statement).
-_PUNCTUATION = ".,:!?\N{HORIZONTAL ELLIPSIS}\"'«»„“”‘’¡¿()"
 
 
 def read_number(answer: Any) -> float:
