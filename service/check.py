@@ -133,6 +133,9 @@ DEFAULT_TOLERANCE = Tolerance()
 # the sample points must agree as two ways of computing one number do, up to rounding.
 EQUIVALENT = Tolerance(relative=1e-8, absolute=1e-9)
 ZERO_SCALE = 1e-3  # the absolute part's share kept for a formula whose values are all 0
+# What a formula's floats may be off by, as a share of its largest term: cancelling terms of size
+# M leave about 1e-16 M each, and 1e-12 M allows for thousands of them.
+ROUNDING = 1e-12
 # "Close": off by at most 1% (or 0.01), as a rounded or slightly miscomputed answer is.
 CLOSE = Tolerance(relative=1e-2, absolute=1e-2)
 
@@ -612,7 +615,7 @@ def _not_a_number(what: Message, position: dict[str, int] | None = None) -> Unre
     return Unreadable(_feedback("not_a_number", message, **where))
 
 
-def _out_of_range(answer: Any) -> Unreadable | None:
+def _out_of_range(answer: Any, code: str = "not_a_number") -> Unreadable | None:
     """The feedback on a number too large for a double (10**400, or `1e400` as the JSON reader
     keeps it): finite, but no number the engine computes with. None for any other answer."""
     if isinstance(answer, NonFiniteNumber):
@@ -624,8 +627,7 @@ def _out_of_range(answer: Any) -> Unreadable | None:
         return None
     return Unreadable(
         _feedback(
-            "not_a_number",
-            _("This number is too large: an answer can be at most about 1.8e308 in size."),
+            code, _("This number is too large: an answer can be at most about 1.8e308 in size.")
         )
     )
 
@@ -701,6 +703,10 @@ def read_number(answer: Any) -> float:
             len(parsed.variables),
             names=", ".join(parsed.variables),
         )
+        if parsed.variables == ("E",):  # sympy's e, as /v1/derivatives' text writes it
+            message = _(
+                "The answer must be a number, but it contains the variable E: write e as exp(1)."
+            )
         first = parsed.first_use(parsed.variable_set)  # where the answer names one first
         where = {} if first is None else {"position": _position(first, answer)}
         raise Unreadable(_feedback("not_a_number", message, **where))
@@ -724,7 +730,7 @@ def read_expression(answer: Any) -> ParsedExpression:
             raise
     number = _json_number(answer)
     if number is None or not math.isfinite(number):
-        if (too_large := _out_of_range(answer)) is not None:
+        if (too_large := _out_of_range(answer, "unparsable")) is not None:
             raise too_large
         what = _json_kind(math.inf if number is not None else answer)
         raise Unreadable(
@@ -961,13 +967,27 @@ def _values_of(answer: ParsedExpression, point: Mapping[str, float]) -> dict[Nod
     return run(answer, {v: point[v] for v in answer.variables}, operation=_forward_only)
 
 
-def _value_of(answer: ParsedExpression, point: Mapping[str, float]) -> float | None:
-    """The answer's value at `point`; None where it is not defined or not finite."""
+def _value_of(
+    answer: ParsedExpression, point: Mapping[str, float], expected: float | None = None
+) -> float | None:
+    """The answer's value at `point`; None where it is not defined or not finite.
+
+    Given the `expected` value of a formula, that value itself where the two differ by no more
+    than the rounding of the answer's own terms: terms of size M that cancel, computed in
+    floats, leave about 1e-16 M (`1/(a*(a + c)) - 1/(a + c)**2 - c/(a*(a + c)**2)` is 0
+    everywhere), which no tolerance scaled by a derivative's value of 0 allows."""
     try:
-        number = float(_values_of(answer, point)[answer.root])
+        values = _values_of(answer, point)
     except DomainError:
         return None
-    return number if math.isfinite(number) else None
+    number = float(values[answer.root])
+    if not math.isfinite(number):
+        return None
+    if expected is not None and answer.variables:
+        terms = max((abs(v) for node, v in values.items() if node.kind == "operation"), default=0)
+        if abs(number - expected) <= ROUNDING * terms:
+            return expected
+    return number
 
 
 def _undefined_at_bindings(
@@ -1080,6 +1100,8 @@ _TYPOGRAPHIC = str.maketrans(OPERATOR_LOOKALIKES)
 _SPACES = re.compile(r"[\u00a0\u2009\u202f]")
 # A decimal comma (`0,5`), in a language that writes one: one comma between two runs of digits.
 _DECIMAL_COMMA = re.compile(r"(?<![0-9.,])([0-9]+),([0-9]+)(?![0-9.,])")
+# An opening bracket with the name it calls, if any; a closing one; a comma.
+_BRACKET_OR_COMMA = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)?\s*\(|\)|,")
 
 
 def _normalized(answers: Mapping[str, Any], locale: str) -> dict[str, Any]:
@@ -1094,7 +1116,7 @@ def _normalized(answers: Mapping[str, Any], locale: str) -> dict[str, Any]:
             return answer
         plain = _SPACES.sub(" ", answer.translate(_TYPOGRAPHIC))
         if decimal_comma:
-            plain = _DECIMAL_COMMA.sub(r"\1.\2", plain)
+            plain = _DECIMAL_COMMA.sub(_decimal_point(plain), plain)
         return plain if plain != answer and not _readable(answer) else answer
 
     return {
@@ -1103,6 +1125,23 @@ def _normalized(answers: Mapping[str, Any], locale: str) -> dict[str, Any]:
         else read(given)
         for group, given in answers.items()
     }
+
+
+def _decimal_point(text: str) -> Callable[[re.Match[str]], str]:
+    """What each decimal comma of `text` becomes: a point, but where it separates the arguments
+    of a call of two (`Heaviside(a-1,0)`), the comma it is."""
+    separating: set[int] = set()
+    opened: list[bool] = []  # for each open bracket: whether it is a call of two arguments
+    for match in _BRACKET_OR_COMMA.finditer(text):
+        if match[0] == ",":
+            if opened and opened[-1]:
+                separating.add(match.start())
+        elif match[0] == ")":
+            if opened:
+                opened.pop()
+        else:
+            opened.append(match[1] in ANSWER_FUNCTIONS)
+    return lambda found: found[0] if found.start(2) - 1 in separating else f"{found[1]}.{found[2]}"
 
 
 def _readable(text: str) -> bool:
@@ -1362,7 +1401,8 @@ class _Symbolic:
         document = self.on_piece_at(point)
         if document is None:
             return None
-        number, expected = _value_of(answer, point), document["gradients"][name]
+        expected = document["gradients"][name]
+        number = _value_of(answer, point, expected)
         if number is None or EQUIVALENT.within([expected]).accepts(number, expected):
             return None
         return _feedback(
@@ -1377,17 +1417,58 @@ class _Symbolic:
         )
 
     def simplifies_to_zero(self, answer: ParsedExpression, name: str) -> bool:
-        """Whether sympy proves the answer equal to the derivative; False when it cannot tell."""
+        """Whether sympy proves the answer equal to the derivative, or finds the two formulas
+        apart by rounding alone; False when it cannot tell."""
         import sympy
 
         try:
             with time_budget(SIMPLIFY_SECONDS, SIMPLIFY_KIND):
-                difference = sympy.simplify(answer.sympy - self.derivative(name))
-                return bool(difference == 0)
+                derivative = self.derivative(name)
+                difference = sympy.simplify(answer.sympy - derivative)
+                if difference == 0:
+                    return True
+                # An answer's own relu could be on at every point drawn, and wrong elsewhere.
+                kinked = any(node.op in _KINKED for node in answer.postorder())
+                return not kinked and self.agree_as_formulas(answer.sympy, derivative)
         except BudgetExceeded as exceeded:
             if exceeded.kind != SIMPLIFY_KIND:
                 raise
             return False
+
+    def agree_as_formulas(self, answer: sympy.Expr, derivative: sympy.Expr) -> bool:
+        """Whether the two formulas, with no kink, have the same exact values (up to EQUIVALENT)
+        at points drawn as the sample points are, though off the bindings' piece: its formula
+        holds there too.
+        Constants folded in floats (0.1 + 0.2, 1/3*8, 1.5*exp(1)) are no exact decimal, and
+        sympy proves no equality between them and the decimal or exp(1) an answer writes."""
+        import sympy
+
+        from service.formulas import exact_value
+
+        rng = random.Random(0)  # noqa: S311 - reproducible points, not secrets
+        agreed = 0
+        for attempt in range(2 * SAMPLE_TRIES):
+            if attempt < SAMPLE_TRIES:
+                negative = attempt < SAMPLE_TRIES // 2
+                point = {
+                    name: round(rng.uniform(0.2, 2.5), 6) * (rng.choice((-1, 1)) if negative else 1)
+                    for name in self.parsed.inputs
+                }
+            else:  # a formula real only on a line through the bindings (`(a-b)**1.5` at a = b)
+                shift, scale = round(rng.uniform(-1, 1), 6), round(rng.uniform(0.5, 1.5), 6)
+                point = {
+                    name: x + shift if attempt % 2 else x * scale for name, x in self.at.items()
+                }
+            at = {sympy.Symbol(name, real=True): sympy.Rational(x) for name, x in point.items()}
+            expected, given = exact_value(derivative, at), exact_value(answer, at)
+            if expected is None or given is None:
+                continue
+            if not EQUIVALENT.within([expected]).accepts(given, expected):
+                return False
+            agreed += 1
+            if agreed == SAMPLE_POINTS:
+                break
+        return agreed > 1
 
     def at_points(self, answer: ParsedExpression, name: str) -> dict[str, Any] | None:
         """The answer judged at the bindings and the sample points; None when no sample point
@@ -1398,7 +1479,7 @@ class _Symbolic:
         values, expected, predicted = [], [], []
         target = self.variable_node.get(name, UNUSED)
         for index, (point, document, analysis) in enumerate(samples):
-            number = _value_of(answer, point)
+            number = _value_of(answer, point, document["gradients"][name])
             if number is None:
                 if index == 0:  # the bindings: `b*(a-1)/(a-1)` at a = 1 is no derivative there
                     return _undefined_at_bindings(answer, point)

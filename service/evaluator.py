@@ -540,14 +540,14 @@ def invalid_binding(
         message = _(
             "{name} must be bound to a finite number, not {value}",
             name=name,
-            value=_describe(value),
+            value=describe(value),
         )
     else:
         message = _(
             "{name} must be bound to a finite number in {where}, not {value}",
             name=name,
             where=where,
-            value=_describe(value),
+            value=describe(value),
         )
     return BindingError("invalid_binding", message, [name], location)
 
@@ -1033,7 +1033,8 @@ def is_finite_number(value: object) -> bool:
         return False
 
 
-def _describe(value: object) -> str:
+def describe(value: object) -> str:
+    """A value a request sent where a number belongs, as the client wrote it, shortened."""
     if isinstance(value, int) and not isinstance(value, bool) and not is_finite_number(value):
         return _("an integer beyond the range of a 64-bit float")
     try:  # as the client wrote it: `true`, `null`, `"2"`, not Python's `True`, `None`, `'2'`

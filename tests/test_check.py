@@ -3,6 +3,7 @@ symbolic answers judged by equivalence, and hostile answers refused as feedback.
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -502,6 +503,52 @@ def test_an_answer_defined_at_the_bindings_only_is_left_to_sympy() -> None:
     assert result["verdict"] == "incorrect"
 
 
+@pytest.mark.parametrize(
+    ("expression", "bindings", "name", "answer"),
+    [
+        # relu(a**2) is off at a = 0 only: no sample point lies on that piece, and the formulas
+        # are compared whole. Constants folded in floats are no exact decimal.
+        ("relu(a**2) + 0.1*a*b + 0.2*a*b", {"a": 0, "b": 1}, "a", "0.3*b"),
+        ("relu(a**2) + 0.1*a*b + 0.2*a*b", {"a": 0, "b": 1}, "a", "3*b/10"),
+        ("relu(a**2) + 1/3*(2*a)**3", {"a": 0}, "a", "8*a**2"),
+        ("relu(a**1.5) + exp(1)*a**1.5", {"a": 0}, "a", "1.5*exp(1)*a**0.5"),
+        # Real only where a = b: compared along the line through the bindings.
+        ("(b-a)**1.5/3 + exp(1)*(a-b)**1.5", {"a": 1, "b": 1}, "a",
+         "-0.5*(b - a)**0.5 + 1.5*exp(1)*(a - b)**0.5"),
+        # 0 everywhere, written as terms that cancel: their floats leave a residue, not 0.
+        ("1/(c + a) + c/(a*(c+a))", {"a": 3, "c": 2}, "c",
+         "-1/(a + c)**2 - c/(a*(a + c)**2) + 1/(a*(a + c))"),
+        ("(b**2)**0.5 / b", {"b": -1}, "b", "1/(b**2)**0.5 - (b**2)**0.5/b**2"),
+    ],
+)  # fmt: skip
+def test_formulas_apart_by_rounding_alone_are_equivalent(
+    expression: str, bindings: dict[str, float], name: str, answer: str
+) -> None:
+    result = feedback(expression, bindings, {"derivatives": {name: answer}}, f"derivatives.{name}")
+    assert result["verdict"] == "correct", result
+    shown = check(EVALUATOR, expression, bindings, {"derivatives": {name: None}}, reveal=True)
+    revealed = next(r["expected"] for r in shown["results"] if r["item"] == f"derivatives.{name}")
+    again = feedback(expression, bindings, {"derivatives": {name: revealed}}, f"derivatives.{name}")
+    assert again["verdict"] == "correct", (revealed, again)
+
+
+@pytest.mark.parametrize(
+    "answer", ["0.3000001*b", "0.3*b + 1e-6*a", "0.3*b + relu(a - 3)", "0.3*b + relu(-a - 3)"]
+)
+def test_formulas_apart_by_more_than_rounding_are_not(answer: str) -> None:
+    # On the narrow piece as above; an answer's own relu off at every point drawn is no proof.
+    result = feedback("relu(a**2) + 0.1*a*b + 0.2*a*b", {"a": 0, "b": 1},
+                      {"derivatives": {"a": answer}}, "derivatives.a")  # fmt: skip
+    assert result["verdict"] == "incorrect", result
+
+
+def test_a_formula_off_by_a_tiny_multiple_is_not_rounding() -> None:
+    # Its largest term is 2e-12*b itself: its rounding is far below the 1e-12*b it is off by.
+    result = feedback("1e-12 * a * b", {"a": 1, "b": 1}, {"derivatives": {"a": "2e-12*b"}},
+                      "derivatives.a")  # fmt: skip
+    assert result["verdict"] == "incorrect", result
+
+
 HOSTILE_SYMBOLIC = [
     ("__import__('os').system('true')", "unparsable"),
     ("exec('1')", "unparsable"),
@@ -627,12 +674,13 @@ def test_a_derivative_that_is_neither_text_nor_a_finite_number_is_unparsable(
 @pytest.mark.parametrize("answer", [10**400, 2 * 10**308], ids=["10**400", "2*10**308"])
 @pytest.mark.parametrize("item", ["value", "derivatives.a"])
 def test_an_integer_past_a_double_is_told_so(answer: int, item: str) -> None:
-    # Finite, so not "infinity or NaN": too large for the numbers the engine computes with.
+    # Finite, so not "infinity or NaN": too large for the numbers the engine computes with. A
+    # derivative need not be a number: one that cannot be read is unparsable.
     group, _, name = item.partition(".")
     answers = {group: {name: answer} if name else answer}
     result = feedback("a * a", {"a": 1.5}, answers, item)
     assert result["feedback"] == {
-        "code": "not_a_number",
+        "code": "not_a_number" if group == "value" else "unparsable",
         "message": "This number is too large: an answer can be at most about 1.8e308 in size.",
     }
 
@@ -650,7 +698,7 @@ def test_a_json_number_past_a_double_is_told_so_over_http(
     )
     response = client.post("/v1/check", data=body, content_type="application/json")
     (result,) = [r for r in response.get_json()["results"] if r["item"] == item]
-    assert result["feedback"]["code"] == "not_a_number"
+    assert result["feedback"]["code"] == ("not_a_number" if group == "value" else "unparsable")
     assert result["feedback"]["message"].startswith("This number is too large")
 
 
@@ -1204,7 +1252,9 @@ def test_a_tolerance_is_a_number_not_its_text(
     }
     response = client.post("/v1/check", json=body)
     assert response.status_code == 422
-    assert "must be a finite number" in response.get_json()["detail"]
+    (sent,) = tolerance.values()
+    # Named as the client wrote it, as a binding's value is: `"1"`, `true`, not Python's types.
+    assert f"must be a finite number, not {json.dumps(sent)}" in response.get_json()["detail"]
 
 
 # -- what the feedback says, item by item ---------------------------------------------------------
@@ -1338,6 +1388,20 @@ def test_heaviside_at_zero_may_be_written_as_any_zero(answer: str) -> None:
     assert result["feedback"]["code"] == "correct", result
 
 
+@pytest.mark.parametrize(
+    ("answer", "code"),
+    [("b*Heaviside(a-1,0)", "correct"), ("1,0*b*Heaviside((a-1)*1,0)", "correct"),
+     ("b*Heaviside(a-1,5)", "unparsable"), ("b*Heaviside(a-1,1e-400)", "unparsable")],
+)  # fmt: skip
+def test_a_comma_between_heavisides_arguments_is_no_decimal_comma(answer: str, code: str) -> None:
+    # In Russian `1,5` is 1.5, but not where a comma separates Heaviside's two arguments: else
+    # `a-1,5` would silently become a - 1.5.
+    answers = {"derivatives": {"a": answer}}
+    results = check(EVALUATOR, "relu(a - 1) * b", {"a": 2, "b": 3}, answers, locale="ru")
+    (result,) = [r for r in results["results"] if r["item"] == "derivatives.a"]
+    assert result["feedback"]["code"] == code, result
+
+
 @pytest.mark.parametrize("answer", ["b*Heaviside()", "b*Heaviside(a*b,0,0)", "b*Heaviside(a,0,5)"])
 def test_heaviside_says_how_many_arguments_it_takes(answer: str) -> None:
     result = feedback("relu(a * b)", {"a": 2, "b": 5}, {"derivatives": {"a": answer}},
@@ -1357,6 +1421,19 @@ def test_heaviside_spelt_otherwise_says_how_it_is_written(answer: str) -> None:
     assert result["feedback"]["code"] == "unparsable"
     assert result["feedback"]["message"].startswith("relu's derivative is written Heaviside(x)")
     assert result["feedback"]["position"]["start"] == answer.lower().index("eaviside") - 1
+
+
+@pytest.mark.parametrize("item", ["value", "gradients.a"])
+def test_sympys_e_in_a_number_is_told_how_an_answer_writes_it(item: str) -> None:
+    group, _, name = item.partition(".")
+    answers = {group: {name: "2*E"} if name else "2*E"}
+    result = feedback(LESSON["expression"], LESSON["bindings"], answers, item)
+    assert result["feedback"] == {
+        "code": "not_a_number",
+        "message": "The answer must be a number, but it contains the variable E: write e as "
+        "exp(1).",
+        "position": at(2, 3),
+    }
 
 
 def test_sympys_e_is_told_how_an_answer_writes_it() -> None:

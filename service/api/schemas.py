@@ -12,7 +12,7 @@ from marshmallow import Schema, ValidationError, fields, post_load, validate, va
 
 from service.api.config import SETTINGS, Reported
 from service.check import CODES, DEFAULT_TOLERANCE, VERDICTS, Tolerance
-from service.evaluator import DEFAULT_GRANULARITY, FIELDS, GRANULARITIES
+from service.evaluator import DEFAULT_GRANULARITY, FIELDS, GRANULARITIES, describe
 from service.exercises import (
     DEFAULT_GENERATOR,
     DEFAULT_KIND,
@@ -216,9 +216,8 @@ class FiniteNumber(fields.Float):
 
     def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> float:
         if isinstance(value, bool) or not isinstance(value, int | float):
-            # NaN, or 1e400 and that it overflows a float, as a binding's value is shown
-            shown = repr(value) if isinstance(value, NonFiniteNumber) else type(value).__name__
-            raise ValidationError(_("must be a finite number, not {shown}", shown=shown))
+            # NaN, 1e400 and that it overflows a float, or `"2"`: as a binding's value is shown
+            raise ValidationError(_("must be a finite number, not {shown}", shown=describe(value)))
         try:
             number = float(value)
         except OverflowError:
