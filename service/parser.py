@@ -867,6 +867,14 @@ class _Program:
                 ),
                 target.span,
             )
+        if named[0].kind == "constant":  # `k = 3` then `k.backward()`
+            message = _(
+                "{name} is a plain number, computed from constants only, and has no backward() "
+                "(a Python number has none): make it an input with {name} = Value(...), or call "
+                "backward() on a value computed from inputs",
+                name=name,
+            )
+            raise ExpressionError("unsupported_syntax", message, span)
         if self.backward is not None:
             line = line_column(self.text, self.backward[2][0])[0]
             raise ExpressionError(
@@ -1665,9 +1673,21 @@ class _Expression:
                 )
             end = self.text.find(")", closing.start)
             raise ExpressionError(kind, message, (start, closing.end if end < 0 else end + 1))
+        span = (written[0], closing.end)
+        if operand.kind == "constant":  # `k = 3` then `k.relu()`: a Python int has no methods
+            receiver = self.text[written[0] : written[1]]
+            bracketed = receiver.startswith("(") and receiver.endswith(")")
+            message = _(
+                "{receiver} is a plain number, computed from constants only, and has no "
+                ".{method}() (a Python number has none): write {method}({argument}), or make "
+                "it an input with Value(...)",
+                receiver=receiver,
+                method=name.text,
+                argument=receiver[1:-1] if bracketed else receiver,
+            )
+            raise ExpressionError("unsupported_syntax", message, span)
         self.operands.pop()
         self.spans.pop()
-        span = (written[0], closing.end)
         self.operands.append(self.program.make(name.text, (operand,), span))
         self.spans.append(span)
         self.end = closing.end

@@ -560,6 +560,10 @@ REFUSED = [
     # a line ends a tuple's values after a comma, as in Python
     ("a, b = 1,\n2\nout = a * b", "unsupported_syntax", (0, 9), "2 names are assigned"),
     ("a, b = x,\n  - x", "unsupported_syntax", (0, 9), "2 names are assigned"),
+    # a name bound to constants only is a plain number, as in Python: it has no methods
+    ("k = 3\nk.backward()", "unsupported_syntax", (6, 18), "k is a plain number"),
+    ("k = 2 * 3\ny = k.relu() * x", "unsupported_syntax", (14, 22), "write relu(k)"),
+    ("y = (2).exp() * x", "unsupported_syntax", (4, 13), "write exp(2)"),
 ]  # fmt: skip
 
 
