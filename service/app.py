@@ -71,6 +71,9 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     """The service: defaults, then `AUTOGRAD_*` environment variables, then `config` (tests)."""
     app = Service(__name__, static_folder=None)
     app.request_class = ApiRequest
+    # `/v1//gradients` is no route: Werkzeug would redirect it, with a Location built from the
+    # client's Host header, in an HTML page, where every other unknown path is a 404 problem.
+    app.url_map.merge_slashes = False
     app.json = StrictJSONProvider(app)
     app.config.update(DEFAULTS, **docs.SPEC_SETTINGS)
     check_variables(os.environ)

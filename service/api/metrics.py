@@ -149,7 +149,7 @@ def _endpoint() -> str:
         try:
             method = next(iter(refused.valid_methods))
             rule, _arguments = adapter.match(method=method, return_rule=True)
-        except HTTPException:  # `/v1//gradients`: the route would redirect it, not answer it
+        except HTTPException:  # the route would redirect the path, not answer it
             return UNMATCHED
         return str(rule.rule)
     return UNMATCHED
