@@ -26,6 +26,7 @@ def json_response(document: Any, status: int = 200, mimetype: str = "application
         body = orjson.dumps(document, option=orjson.OPT_SERIALIZE_NUMPY)  # sweeps are arrays
     except orjson.JSONEncodeError:
         # orjson refuses lone surrogates, which a client can send as `"\ud800"` in a binding's
-        # name and get back in a problem; the standard library escapes them.
-        body = json.dumps(document).encode()
+        # name and get back in a problem; the standard library escapes them (`\udc00`, which
+        # JSON's grammar allows), written as compactly as orjson writes.
+        body = json.dumps(document, separators=(",", ":")).encode()
     return Response(body, status=status, mimetype=mimetype)

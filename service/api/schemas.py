@@ -410,7 +410,9 @@ def _warnings() -> fields.List[Any]:
     return _out(
         fields.List,
         "Statements the output does not depend on (assignments, and expressions written as "
-        "statements, whose values are dropped): they add no nodes.",
+        "statements, whose values are dropped): they add no nodes and are not computed, so "
+        "`k = x.log()` at x = -3 is no error when the output does not use k (arithmetic on "
+        "numbers alone is folded where it is written, and `1 / 0` is refused there).",
         fields.Nested(WarningSchema),
     )
 
