@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import random
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import cache, cached_property
@@ -663,18 +663,21 @@ def _stripped(text: str) -> Span:
     return len(text) - len(text.lstrip()), len(text.rstrip())
 
 
-def _words(text: str, formula: bool = False) -> bool:
+def _words(text: str, inputs: Collection[str] | None = None) -> bool:
     """Whether `text` is words, in any script: letters and spaces alone, perhaps punctuated
     (`Ei tea.`, `don't`), more than one letter (`π`, `½`, `x²` and a look-alike letter get the
-    grammar's own hints). In a `formula`, ASCII names side by side (`a b`) are no words: the
-    grammar's hint is to multiply them; a sentence's marks or another script make them words."""
+    grammar's own hints). In a formula in the variables `inputs`, ASCII names of them side by
+    side (`c a`) are no words: the grammar's hint is to multiply them; another name (`I dont
+    know`), a sentence's marks or another script make them words."""
     words = [word for word in (part.strip(_PUNCTUATION) for part in text.split()) if word]
     letters = [
         word.replace("'", "").replace("\N{RIGHT SINGLE QUOTATION MARK}", "") for word in words
     ]
     if not all(word.isalpha() for word in letters) or sum(map(len, letters)) <= 1:
         return False
-    return not formula or not text.isascii() or any(mark in text for mark in ".!?'\"")
+    if inputs is None or not text.isascii() or any(mark in text for mark in ".!?'\""):
+        return True
+    return not all(word in inputs for word in words)
 
 
 def read_number(answer: Any) -> float:
@@ -713,14 +716,14 @@ def read_number(answer: Any) -> float:
     return parsed.root.value
 
 
-def read_expression(answer: Any) -> ParsedExpression:
+def read_expression(answer: Any, inputs: Collection[str] = ()) -> ParsedExpression:
     """A symbolic answer: text in our grammar, or a JSON number for a constant derivative, read
     as `read_number` reads one."""
     if isinstance(answer, str):
         try:
             return _parse_answer(answer, formula=True)
         except Unreadable:
-            if _words(answer, formula=True):  # `Ei tea.`, `не знаю`
+            if _words(answer, inputs):  # `Ei tea.`, `не знаю`, `I dont know`
                 message = _(
                     "The answer must be an expression in the variables, such as 2*a*b, not words."
                 )
@@ -1307,7 +1310,7 @@ class _Symbolic:
             item.feedback = _feedback("unanswered", _("Not answered."))
             return
         try:
-            answer = read_expression(item.answer)
+            answer = read_expression(item.answer, self.parsed.input_set)
         except Unreadable as unreadable:
             item.feedback = unreadable.feedback
             return

@@ -187,7 +187,9 @@ def test_words_for_a_number_are_told_a_number_is_asked_for(
     }
 
 
-@pytest.mark.parametrize("answer", ["Ei tea.", "не знаю", "I don't know", "no idea!"])
+@pytest.mark.parametrize(
+    "answer", ["Ei tea.", "не знаю", "I don't know", "no idea!", "I dont know"]
+)
 def test_words_for_a_derivative_are_told_an_expression_is_asked_for(answer: str) -> None:
     result = feedback(**_lesson_answer("derivatives.a", answer))
     assert result["feedback"] == {
@@ -198,7 +200,7 @@ def test_words_for_a_derivative_are_told_an_expression_is_asked_for(answer: str)
 
 
 def test_names_side_by_side_in_a_derivative_are_told_to_multiply() -> None:
-    # `c a` may be meant as c*a, in a formula: the grammar's hint, not "words".
+    # `c a` may be meant as c*a, in a formula of c and a: the grammar's hint, not "words".
     result = feedback(**_lesson_answer("derivatives.a", "c a"))
     assert result["feedback"]["message"].endswith("write c*a to multiply")
 
