@@ -393,10 +393,17 @@ def programs(draw: st.DrawFn, max_statements: int = 8) -> ProgramCase:
             bindings[name] = value
         bound.append(name)
 
+    numbers: set[str] = set()  # names bound to numbers alone: plain numbers, with no methods
+
     def leaf() -> str:
         if draw(st.integers(0, 3)) == 0:
             return draw(st.sampled_from(CONSTANTS))
         return draw(st.sampled_from(bound))
+
+    def plain(text: str) -> bool:
+        """Whether `text` computes on numbers alone, as Python's int and float do."""
+        names = re.findall(r"\b[a-z]\w*\b", text)
+        return all(name in numbers or name in FUNCTION_NAMES for name in names)
 
     def expression(depth: int) -> str:
         kind = draw(st.sampled_from(("leaf", "+", "-", "*", "/", "neg", "method", "call", "pow")))
@@ -412,6 +419,9 @@ def programs(draw: st.DrawFn, max_statements: int = 8) -> ProgramCase:
         if kind == "pow":
             return f"({left}) ** {draw(st.sampled_from(('2', '3', '-1')))}"
         function = draw(st.sampled_from(("tanh", "relu", "exp")))
+        if plain(left):  # a number has no methods: the function forms
+            argument = f"tanh({left})" if function == "exp" else f"({left})"
+            return f"{function}({argument})"
         argument = f"({left}).tanh()" if function == "exp" else f"({left})"
         if kind == "method":
             return f"{argument}.{function}()"
@@ -426,17 +436,21 @@ def programs(draw: st.DrawFn, max_statements: int = 8) -> ProgramCase:
             bound.append(target)
             assigned.append(target)
         elif form == "rebind":
-            lines.append(f"{draw(st.sampled_from(assigned))} = {right}")
+            target = draw(st.sampled_from(assigned))
+            lines.append(f"{target} = {right}")
         elif form == "augment":
             target = draw(st.sampled_from(assigned))
             operator = draw(st.sampled_from(("+=", "-=", "*=", "/=")))
             divisor = f"({right}) ** 2 + 1" if operator == "/=" else right
             lines.append(f"{target} {operator} {divisor}")
+            right = f"{target} + {right}"  # plain only if both are
         else:
             target = f"t{i}"
-            lines.append(f"{target} = {draw(st.sampled_from(bound))}")
+            right = draw(st.sampled_from(bound))
+            lines.append(f"{target} = {right}")
             bound.append(target)
             assigned.append(target)
+        (numbers.add if plain(right) else numbers.discard)(target)
     uses = draw(st.lists(st.sampled_from(bound), min_size=1, max_size=4))
     lines.append("out = " + " + ".join(f"{name} * {k + 1}" for k, name in enumerate(uses)))
     separator = draw(st.sampled_from(("\n", "\n", "; ", "\n\n# note\n")))
