@@ -29,8 +29,9 @@ teardown() {
     if [ "$status" -ne 0 ]; then
       say "failed; the services' tasks and last log lines:" >&2
       docker stack ps "$STACK" --no-trunc >&2 || true
-      docker service logs --tail 40 "${STACK}_api" >&2 || true
-      docker service logs --tail 20 "${STACK}_proxy" >&2 || true
+      # `service logs` can wait for ever on a task that is gone: a bounded wait
+      timeout 30 docker service logs --tail 40 "${STACK}_api" >&2 || true
+      timeout 30 docker service logs --tail 20 "${STACK}_proxy" >&2 || true
     fi
     docker rm --force "$STACK-errors" >/dev/null 2>&1 || true
     docker stack rm "$STACK" >/dev/null 2>&1 || true
@@ -133,7 +134,8 @@ say "one replica's /metrics: ${served:-no} lesson requests answered"
 
 # A release that never becomes healthy (gunicorn listens on another port than the health check
 # asks): its first replica fails its check, swarm rolls the update back (rollback_config), and the
-# learners notice nothing. The three replicas of $NEW go on serving throughout.
+# learners notice nothing. The replicas of $NEW go on serving throughout (rolling back the one
+# slot the update took, swarm may give it a fresh task of $NEW).
 printf 'FROM autograd-service:%s\nENV PORT=8001\n' "$NEW" |
   docker build --quiet --tag "autograd-service:$BROKEN" - >/dev/null
 "$PYTHON" tests/docker/rolling.py "http://127.0.0.1:$PORT" --clients 16 --replicas 3 \

@@ -12,11 +12,13 @@ then not enforced, and says so through `enforced()`.
 
 from __future__ import annotations
 
+import _weakrefset
 import contextlib
 import gc
 import signal
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
@@ -29,7 +31,8 @@ _active: list[tuple[float, str, float]] = []
 # An exception raised where Python ignores exceptions (a `__del__`, a weakref or gc callback, all
 # of which can be running when the signal arrives) is lost, and the work would go on unbounded:
 # until a block's `finally` replaces it, the alarm fires again this many seconds later. Inside a
-# gc callback, which the handler can recognise, it is not raised at all, only left to the retry.
+# gc callback or the standard library's weakref callbacks, which the handler can recognise, it is
+# not raised at all, only left to the retry.
 _RETRY = 0.05
 # The budgets (by `id` of their `_active` entry) whose overrun has been raised or left to the
 # retry: one whose block then ends as if nothing happened, before the alarm comes again, lost it,
@@ -96,7 +99,7 @@ def _on_alarm(signum: int, frame: FrameType | None) -> None:
     # The innermost budget whose time is up is the one that was overrun.
     overrun = expired[-1]
     _raised.add(id(overrun))
-    if frame is not None and _in_gc_callback(frame):
+    if frame is not None and (_in_gc_callback(frame) or _in_weakref_callback(frame)):
         return  # raised here it would be lost, and reported: the retry or the block's end raises it
     _, kind, seconds = overrun
     raise BudgetExceeded(kind, seconds)
@@ -114,6 +117,15 @@ def _in_gc_callback(frame: FrameType) -> bool:
         caller = caller.f_back
     return False
 
+
+def _in_weakref_callback(frame: FrameType) -> bool:
+    """Whether `frame` is the standard library's weakref bookkeeping (`WeakKeyDictionary`'s and
+    `WeakSet`'s callbacks, which run when an object dies), where Python ignores and reports what
+    is raised."""
+    return frame.f_code.co_filename in _WEAKREF_MODULES
+
+
+_WEAKREF_MODULES = frozenset({weakref.__file__, _weakrefset.__file__})
 
 # Where the alarm does not raise: the budget's own bookkeeping (entering and leaving a block), so
 # a block that is ending always finishes its `finally`.

@@ -8,7 +8,9 @@ import gc
 import signal
 import sys
 import time
+import weakref
 from collections.abc import Iterator
+from types import FrameType
 
 import pytest
 
@@ -148,3 +150,23 @@ def test_an_alarm_inside_a_gc_callback_is_raised_when_the_block_ends_first(
         gc.collect()
     assert stopped.value.kind == "collected"
     assert slow_collection == []
+
+
+class WeakrefFrame:
+    """A key whose hash WeakKeyDictionary asks for from its own code, the module whose callbacks
+    run when a key dies."""
+
+    def __init__(self) -> None:
+        self.frames: list[FrameType] = []
+
+    def __hash__(self) -> int:
+        self.frames.append(sys._getframe(1))
+        return 0
+
+
+def test_the_weakref_bookkeeping_is_where_an_alarm_is_left_to_the_retry() -> None:
+    # Python ignores (and reports) what a weakref callback raises, as it does a gc callback's.
+    key = WeakrefFrame()
+    weakref.WeakKeyDictionary()[key] = 1
+    assert any(budget._in_weakref_callback(frame) for frame in key.frames)
+    assert not budget._in_weakref_callback(sys._getframe())
