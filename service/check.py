@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import random
 import re
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import cache, cached_property
@@ -970,6 +970,16 @@ def _values_of(answer: ParsedExpression, point: Mapping[str, float]) -> dict[Nod
     return run(answer, {v: point[v] for v in answer.variables}, operation=_forward_only)
 
 
+def _random_point(rng: random.Random, inputs: Iterable[str], attempt: int) -> dict[str, float]:
+    """A sample point, the `attempt`-th of SAMPLE_TRIES: each input in 0.2 to 2.5, of either
+    sign in the first half of the tries and positive later, for log and powers."""
+    negative = attempt < SAMPLE_TRIES // 2
+    return {
+        name: round(rng.uniform(0.2, 2.5), 6) * (rng.choice((-1, 1)) if negative else 1)
+        for name in inputs
+    }
+
+
 def _value_of(
     answer: ParsedExpression, point: Mapping[str, float], expected: float | None = None
 ) -> float | None:
@@ -1260,13 +1270,7 @@ class _Symbolic:
             self.points = [(self.at, self.document, Mistakes(self.expression, self.document))]
             for attempt in range(2 * SAMPLE_TRIES):
                 if attempt < SAMPLE_TRIES:
-                    # Half the tries may be negative; later ones stay positive, for log and powers.
-                    negative = attempt < SAMPLE_TRIES // 2
-                    point = {
-                        name: round(rng.uniform(0.2, 2.5), 6)
-                        * (rng.choice((-1, 1)) if negative else 1)
-                        for name in self.parsed.inputs
-                    }
+                    point = _random_point(rng, self.parsed.inputs, attempt)
                 else:  # the bindings' piece is small: points around the bindings
                     point = {
                         name: round(x * rng.uniform(0.75, 1.25) + rng.uniform(-0.05, 0.05), 6)
@@ -1441,9 +1445,9 @@ class _Symbolic:
     def agree_as_formulas(self, answer: sympy.Expr, derivative: sympy.Expr) -> bool:
         """Whether the two formulas, with no kink, have the same exact values (up to EQUIVALENT)
         at points drawn as the sample points are, though off the bindings' piece: its formula
-        holds there too.
-        Constants folded in floats (0.1 + 0.2, 1/3*8, 1.5*exp(1)) are no exact decimal, and
-        sympy proves no equality between them and the decimal or exp(1) an answer writes."""
+        holds there too. Constants folded in floats (0.1 + 0.2, 1/3*8, 1.5*exp(1)) are no exact
+        decimal, and sympy proves no equality between them and the decimal or exp(1) an answer
+        writes."""
         import sympy
 
         from service.formulas import exact_value
@@ -1452,11 +1456,7 @@ class _Symbolic:
         agreed = 0
         for attempt in range(2 * SAMPLE_TRIES):
             if attempt < SAMPLE_TRIES:
-                negative = attempt < SAMPLE_TRIES // 2
-                point = {
-                    name: round(rng.uniform(0.2, 2.5), 6) * (rng.choice((-1, 1)) if negative else 1)
-                    for name in self.parsed.inputs
-                }
+                point = _random_point(rng, self.parsed.inputs, attempt)
             else:  # a formula real only on a line through the bindings (`(a-b)**1.5` at a = b)
                 shift, scale = round(rng.uniform(-1, 1), 6), round(rng.uniform(0.5, 1.5), 6)
                 point = {

@@ -1542,15 +1542,15 @@ class _Expression:
         except ExpressionError:  # a lexical error next: raised when it is read, unless Value's
             following = None
         before = self.operands[-1]
-        enclosing = next((e for e in reversed(self.pending) if e.kind in ("paren", "call")), None)
         if (
             following is not None
-            and (enclosing is None or enclosing.op != _STEP)  # `Heaviside(a - 1,0)` has two
             and before.kind == "constant"
             and self.spans[-1][1] == token.start
             and self.text[self.spans[-1][0] : token.start].isdigit()
             and following.kind == "number"
             and following.start == token.end
+            # `Heaviside(a - 1,0)`: the comma between its two arguments
+            and (self.brackets == 0 or self.innermost_bracket().op != _STEP)
         ):  # `0,5`: a decimal comma, as Russian and Estonian write decimals
             start = self.spans[-1][0]
             whole = self.text[start : token.start]

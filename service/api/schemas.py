@@ -233,7 +233,7 @@ class WholeNumber(fields.Integer):
 
     def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> int:
         if isinstance(value, NonFiniteNumber):  # NaN, or 1e400 and that it overflows a float
-            raise ValidationError(_("must be a whole number, not {shown}", shown=repr(value)))
+            raise ValidationError(_("must be a whole number, not {shown}", shown=describe(value)))
         whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
         if isinstance(value, bool) or not whole:
             raise self.make_error("invalid", input=value)
